@@ -1,0 +1,347 @@
+//! Streamable HTTP as a transport-agnostic function: (method, path, headers,
+//! body) in, (status, headers, body or an event stream) out. Adapters only
+//! translate their platform's request and response types.
+//!
+//! Rules: POST only (405 otherwise), `Origin` checked against an allow-list
+//! (403), bodies bounded (413), JSON only (415), the standard MCP headers
+//! must mirror the body (400 with -32020), notifications get 202 with no
+//! body, and `subscriptions/listen` answers with an SSE stream.
+
+use std::collections::VecDeque;
+
+use crate::error::RpcError;
+use crate::protocol::jsonrpc::error_bytes;
+use crate::server::{HeaderValue, Mirror, Reply, RequestContext, Server};
+use crate::store::Store;
+use crate::tasks::subscription::Subscription;
+use crate::time::Millis;
+
+/// An HTTP request as the adapter received it.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpRequest<'a> {
+    pub method: &'a str,
+    /// The path, without the query string.
+    pub path: &'a str,
+    /// Header names in any case; repeated headers as repeated pairs.
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+}
+
+impl<'a> HttpRequest<'a> {
+    /// Every value of a header, by case-insensitive name.
+    pub fn header_values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The first value of a header.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.header_values(name).next()
+    }
+
+    /// A header that must appear at most once with a valid value: absent,
+    /// present (trimmed of optional whitespace), or invalid.
+    fn mirrored(&self, name: &str) -> HeaderValue<'a> {
+        let mut values = self.header_values(name).map(str::trim);
+        let Some(first) = values.next() else {
+            return HeaderValue::Absent;
+        };
+        let valid = first
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
+        if !valid || values.any(|v| v != first) {
+            return HeaderValue::Invalid;
+        }
+        HeaderValue::Present(first)
+    }
+}
+
+/// What goes back to the client.
+#[derive(Debug)]
+pub enum HttpBody {
+    Empty,
+    Bytes(Vec<u8>),
+    /// A `text/event-stream`; drive it with [`EventStream::next`].
+    Events(EventStream),
+}
+
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: HttpBody,
+}
+
+impl HttpResponse {
+    fn json(status: u16, body: Vec<u8>) -> Self {
+        HttpResponse {
+            status,
+            headers: vec![("content-type", "application/json".to_owned())],
+            body: HttpBody::Bytes(body),
+        }
+    }
+
+    /// A JSON-RPC error with no id, for failures before the body is read.
+    fn rejected(status: u16, error: RpcError) -> Self {
+        HttpResponse::json(status, error_bytes(None, &error))
+    }
+
+    /// The body as bytes (empty for streams), for tests and simple hosts.
+    pub fn body_bytes(&self) -> &[u8] {
+        match &self.body {
+            HttpBody::Bytes(b) => b,
+            _ => &[],
+        }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether `origin` is on the allow-list (`scheme://host:port`, or
+/// `scheme://host:*` for any port).
+pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    allowed.iter().any(|a| match a.strip_suffix(":*") {
+        Some(prefix) => {
+            origin == prefix
+                || origin.strip_prefix(prefix).is_some_and(|rest| {
+                    rest.strip_prefix(':').is_some_and(|port| {
+                        !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+                    })
+                })
+        }
+        None => origin == a,
+    })
+}
+
+/// Handles one HTTP request to the server.
+pub async fn handle<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    ctx: &RequestContext,
+) -> HttpResponse {
+    let config = server.config();
+    if req.path != config.endpoint_path {
+        return HttpResponse {
+            status: 404,
+            headers: Vec::new(),
+            body: HttpBody::Empty,
+        };
+    }
+    if let Some(origin) = req.header("origin") {
+        if !origin_allowed(origin.trim(), &config.allowed_origins) {
+            return HttpResponse::rejected(
+                403,
+                RpcError::invalid_request("The request's Origin is not allowed."),
+            );
+        }
+    }
+    if req.method != "POST" {
+        return HttpResponse {
+            status: 405,
+            headers: vec![("allow", "POST".to_owned())],
+            body: HttpBody::Empty,
+        };
+    }
+    if req.body.len() > config.max_body_bytes {
+        return HttpResponse::rejected(
+            413,
+            RpcError::invalid_request("The request body is too large."),
+        );
+    }
+    if let Some(ct) = req.header("content-type") {
+        let media = ct.split(';').next().unwrap_or("").trim();
+        if !media.eq_ignore_ascii_case("application/json") {
+            return HttpResponse::rejected(
+                415,
+                RpcError::invalid_request("The body must be application/json."),
+            );
+        }
+    }
+    let mirror = Mirror {
+        enforce: true,
+        protocol_version: req.mirrored("mcp-protocol-version"),
+        method: req.mirrored("mcp-method"),
+        name: req.mirrored("mcp-name"),
+    };
+    match server.handle(req.body, &mirror, ctx).await {
+        Reply::Accepted => HttpResponse {
+            status: 202,
+            headers: Vec::new(),
+            body: HttpBody::Empty,
+        },
+        Reply::Json { status, body } => HttpResponse::json(status, body),
+        Reply::Listen(sub) => HttpResponse {
+            status: 200,
+            headers: vec![
+                ("content-type", "text/event-stream".to_owned()),
+                ("cache-control", "no-cache".to_owned()),
+                ("x-accel-buffering", "no".to_owned()),
+            ],
+            body: HttpBody::Events(EventStream::new(sub)),
+        },
+    }
+}
+
+/// One SSE event carrying a JSON-RPC message on a single `data:` line.
+pub fn sse_event(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+    out
+}
+
+/// An SSE comment that keeps idle connections open; clients ignore it.
+pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+const KEEP_ALIVE_MS: i64 = 15_000;
+
+/// What the adapter does next with a listen stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Write these bytes to the response.
+    Send(Vec<u8>),
+    /// Sleep this long, then ask again.
+    Wait(u64),
+    /// Close the response.
+    End,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum StreamState {
+    Acknowledge,
+    Polling,
+    Closing,
+    Done,
+}
+
+/// The `subscriptions/listen` response as a pull-based sequence: the
+/// acknowledgement, then task snapshots as they change, then the closing
+/// result. The adapter loops on [`EventStream::next`] until [`Next::End`]
+/// or until the client disconnects (which ends the subscription).
+#[derive(Debug)]
+pub struct EventStream {
+    sub: Subscription,
+    state: StreamState,
+    pending: VecDeque<Vec<u8>>,
+    poll_now: bool,
+    last_sent: Option<Millis>,
+}
+
+impl EventStream {
+    pub fn new(sub: Subscription) -> Self {
+        EventStream {
+            sub,
+            state: StreamState::Acknowledge,
+            pending: VecDeque::new(),
+            poll_now: true,
+            last_sent: None,
+        }
+    }
+
+    pub async fn next<S: Store>(&mut self, store: &S, now: Millis) -> Next {
+        let next = self.advance(store, now).await;
+        if matches!(next, Next::Send(_)) {
+            self.last_sent = Some(now);
+        }
+        next
+    }
+
+    async fn advance<S: Store>(&mut self, store: &S, now: Millis) -> Next {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                return Next::Send(frame);
+            }
+            match self.state {
+                StreamState::Acknowledge => {
+                    self.state = StreamState::Polling;
+                    return Next::Send(sse_event(&self.sub.acknowledgement()));
+                }
+                StreamState::Polling if self.poll_now => {
+                    self.poll_now = false;
+                    match self.sub.poll(store, now).await {
+                        Ok(events) => self.pending.extend(events.iter().map(|e| sse_event(e))),
+                        Err(_) => {
+                            // The store is unavailable: end abruptly so the
+                            // client reconnects and resumes by task id.
+                            self.state = StreamState::Done;
+                            return Next::End;
+                        }
+                    }
+                    if self.sub.finished(now) {
+                        self.state = StreamState::Closing;
+                    }
+                }
+                StreamState::Polling => {
+                    self.poll_now = true;
+                    if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) {
+                        return Next::Send(KEEP_ALIVE.to_vec());
+                    }
+                    return Next::Wait(self.sub.poll_interval_ms);
+                }
+                StreamState::Closing => {
+                    self.state = StreamState::Done;
+                    return Next::Send(sse_event(&self.sub.closing()));
+                }
+                StreamState::Done => return Next::End,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let allowed = vec![
+            "http://localhost:*".to_owned(),
+            "https://app.example".to_owned(),
+        ];
+        assert!(origin_allowed("http://localhost:8787", &allowed));
+        assert!(origin_allowed("http://localhost", &allowed));
+        assert!(origin_allowed("https://app.example", &allowed));
+        assert!(!origin_allowed("http://localhost.evil.com", &allowed));
+        assert!(!origin_allowed("http://localhost:80x", &allowed));
+        assert!(!origin_allowed("http://localhost:", &allowed));
+        assert!(!origin_allowed("https://app.example.evil", &allowed));
+        assert!(!origin_allowed("http://evil.example.com", &allowed));
+        assert!(!origin_allowed("null", &allowed));
+    }
+
+    #[test]
+    fn mirrored_headers() {
+        let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let headers = h(&[
+            ("MCP-METHOD", "  tools/list "),
+            ("mcp-name", "a"),
+            ("Mcp-Name", "b"),
+            ("x", "é"),
+        ]);
+        let req = HttpRequest {
+            method: "POST",
+            path: "/mcp",
+            headers: &headers,
+            body: b"",
+        };
+        assert_eq!(
+            req.mirrored("mcp-method"),
+            HeaderValue::Present("tools/list")
+        );
+        assert_eq!(req.mirrored("mcp-name"), HeaderValue::Invalid);
+        assert_eq!(req.mirrored("x"), HeaderValue::Invalid);
+        assert_eq!(req.mirrored("mcp-protocol-version"), HeaderValue::Absent);
+    }
+}

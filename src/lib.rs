@@ -1,0 +1,44 @@
+//! mcp-tasks-edge: a stateless MCP 2026-07-28 server with durable tasks
+//! (`io.modelcontextprotocol/tasks`) for edge runtimes.
+//!
+//! The core (everything but [`platform`]) is bytes in, bytes out: it never
+//! panics, takes time and randomness from the caller, and reaches storage
+//! only through the [`store::Store`] trait. Platform adapters turn a
+//! runtime's requests, clocks and storage into core types.
+//!
+//! Layers, top to bottom: [`http`] (Streamable HTTP rules) → [`server`]
+//! (JSON-RPC, negotiation, dispatch) → [`tasks`] (records, state machine,
+//! service, runner) → [`tools`] → [`store`] → [`protocol`] (wire types).
+
+pub mod crypto;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod mrtr;
+pub mod platform;
+pub mod protocol;
+pub mod server;
+pub mod store;
+pub mod tasks;
+pub mod time;
+pub mod tools;
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+/// Drives a future to completion on the current thread.
+///
+/// For stores whose operations complete without waiting on an external
+/// event (the in-memory store, WASI host imports), the first poll finishes.
+/// Anything that stays pending is polled again after yielding the thread.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}

@@ -1,0 +1,2 @@
+//! Platform adapters. Each is compiled only for its target; nothing outside
+//! this module names a platform type.

@@ -1,0 +1,704 @@
+//! One JSON-RPC message in, at most one response out: the two-phase parse,
+//! per-request `_meta` negotiation, header mirroring checks, and dispatch on
+//! the method. No transport details beyond the values of the mirrored
+//! headers, which [`crate::http`] extracts.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::crypto::{b64url, hmac_sha256};
+use crate::error::{RpcError, truncate};
+use crate::ids::IdSource;
+use crate::mrtr;
+use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
+use crate::protocol::meta::{ClientCapabilities, MetaOnly};
+use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
+use crate::protocol::tools::{CallToolParams, ListToolsParams};
+use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
+use crate::store::Store;
+use crate::tasks::record::{Owner, Phase, TaskRecord, complete_result};
+use crate::tasks::runner::{Runner, TickReport};
+use crate::tasks::subscription::{ListenSettings, Subscription};
+use crate::tasks::{TaskService, load};
+use crate::time::Millis;
+use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall, ToolSelection, ToolSet};
+
+/// Server settings. Every duration is in milliseconds.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server_name: String,
+    pub server_version: String,
+    pub instructions: Option<String>,
+    /// Which tools to offer.
+    pub tools: ToolSelection,
+    /// Task lifetime from creation (`ttlMs`).
+    pub task_ttl_ms: u64,
+    /// Suggested polling interval (`pollIntervalMs`).
+    pub poll_interval_ms: u64,
+    /// How long a runner's claim on a task lasts.
+    pub lease_ms: u64,
+    /// Most tasks one tick advances.
+    pub tick_budget: usize,
+    /// Key for `requestState` integrity tags and derived ids. Must be secret
+    /// and shared by every replica.
+    pub state_secret: Vec<u8>,
+    /// How long a `requestState` stays valid.
+    pub request_state_ttl_ms: u64,
+    /// Cache hints on `server/discover` and the lists.
+    pub discover_ttl_ms: u64,
+    pub list_ttl_ms: u64,
+    /// How often a listen stream looks for changes, and its longest life.
+    pub listen_poll_ms: u64,
+    pub listen_max_ms: u64,
+    /// The MCP endpoint's path.
+    pub endpoint_path: String,
+    /// Largest request body accepted (HTTP 413 beyond).
+    pub max_body_bytes: usize,
+    /// Origins a browser may call from. An entry may end in `:*` to allow
+    /// any port. Requests without an `Origin` header are not affected.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server_name: "mcp-tasks-edge".to_owned(),
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            instructions: None,
+            tools: ToolSelection::Demo,
+            task_ttl_ms: 3_600_000,
+            poll_interval_ms: 1_000,
+            lease_ms: 30_000,
+            tick_budget: 100,
+            state_secret: Vec::new(),
+            request_state_ttl_ms: 600_000,
+            discover_ttl_ms: 3_600_000,
+            list_ttl_ms: 300_000,
+            listen_poll_ms: 500,
+            listen_max_ms: 300_000,
+            endpoint_path: "/mcp".to_owned(),
+            max_body_bytes: 1024 * 1024,
+            allowed_origins: vec![
+                "http://localhost:*".to_owned(),
+                "http://127.0.0.1:*".to_owned(),
+            ],
+        }
+    }
+}
+
+/// Who is asking, and when. The adapter authenticates the request and reads
+/// the platform clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestContext {
+    pub owner: Owner,
+    pub now: Millis,
+}
+
+/// One mirrored HTTP header as received.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeaderValue<'a> {
+    #[default]
+    Absent,
+    Present(&'a str),
+    /// Repeated with different values, or holding characters a header value
+    /// may not contain.
+    Invalid,
+}
+
+/// The standard MCP headers that must mirror the body. With `enforce` off
+/// (transports without headers) nothing is checked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mirror<'a> {
+    pub enforce: bool,
+    pub protocol_version: HeaderValue<'a>,
+    pub method: HeaderValue<'a>,
+    pub name: HeaderValue<'a>,
+}
+
+impl Mirror<'_> {
+    /// No headers to check (a transport without them, or tests of the core).
+    pub fn none() -> Mirror<'static> {
+        Mirror::default()
+    }
+
+    fn check(
+        &self,
+        header: &str,
+        got: HeaderValue<'_>,
+        want: &str,
+        required: bool,
+    ) -> Result<(), RpcError> {
+        if !self.enforce {
+            return Ok(());
+        }
+        match got {
+            HeaderValue::Absent if required => Err(RpcError::header_mismatch(format!(
+                "the {header} header is required."
+            ))),
+            HeaderValue::Absent => Ok(()),
+            HeaderValue::Invalid => Err(RpcError::header_mismatch(format!(
+                "the {header} header is malformed."
+            ))),
+            HeaderValue::Present(v) if decode_sentinel(v).as_deref() == Some(want) => Ok(()),
+            HeaderValue::Present(_) => Err(RpcError::header_mismatch(format!(
+                "the {header} header does not match the body."
+            ))),
+        }
+    }
+}
+
+/// Decodes the `=?base64?...?=` form of a header value; other values are
+/// returned as they are. A malformed sentinel decodes to `None`.
+fn decode_sentinel(v: &str) -> Option<String> {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(inner) => {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(inner)
+                .ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(v.to_owned()),
+    }
+}
+
+/// What the server answers to one message.
+#[derive(Debug)]
+pub enum Reply {
+    /// A notification: accepted, nothing to send back.
+    Accepted,
+    /// A JSON-RPC response, with the HTTP status it travels with.
+    Json { status: u16, body: Vec<u8> },
+    /// A `subscriptions/listen` stream.
+    Listen(Subscription),
+}
+
+impl Reply {
+    pub fn error(id: Option<&Id>, error: &RpcError) -> Reply {
+        Reply::Json {
+            status: error.http_status(),
+            body: error_bytes(id, error),
+        }
+    }
+}
+
+/// The methods this server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Method {
+    Discover,
+    ToolsList,
+    ToolsCall,
+    TasksGet,
+    TasksUpdate,
+    TasksCancel,
+    Listen,
+    PromptsList,
+    PromptsGet,
+    ResourcesList,
+    ResourceTemplatesList,
+    ResourcesRead,
+}
+
+impl Method {
+    fn from_name(name: &str) -> Option<Method> {
+        Some(match name {
+            methods::SERVER_DISCOVER => Method::Discover,
+            methods::TOOLS_LIST => Method::ToolsList,
+            methods::TOOLS_CALL => Method::ToolsCall,
+            methods::TASKS_GET => Method::TasksGet,
+            methods::TASKS_UPDATE => Method::TasksUpdate,
+            methods::TASKS_CANCEL => Method::TasksCancel,
+            methods::SUBSCRIPTIONS_LISTEN => Method::Listen,
+            "prompts/list" => Method::PromptsList,
+            "prompts/get" => Method::PromptsGet,
+            "resources/list" => Method::ResourcesList,
+            "resources/templates/list" => Method::ResourceTemplatesList,
+            "resources/read" => Method::ResourcesRead,
+            _ => return None,
+        })
+    }
+
+    fn is_task_method(self) -> bool {
+        matches!(
+            self,
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
+        )
+    }
+}
+
+enum Outcome {
+    Json(Vec<u8>),
+    Listen(Subscription),
+}
+
+/// The server: a store, the tools, settings, an id source.
+pub struct Server<S: Store> {
+    store: S,
+    config: Config,
+    tools: ToolSet,
+    ids: Box<dyn IdSource>,
+    runner_id: String,
+    server_info: Value,
+    result_meta: Value,
+}
+
+impl<S: Store> Server<S> {
+    /// A server over `store`. `ids` supplies task ids, nonces and this
+    /// instance's runner id.
+    pub fn new(store: S, config: Config, ids: Box<dyn IdSource>) -> Result<Self, RpcError> {
+        let tools = ToolSet::new(config.tools);
+        Self::with_tools(store, config, tools, ids)
+    }
+
+    /// A server offering exactly `tools` (the configured selection is
+    /// ignored).
+    pub fn with_tools(
+        store: S,
+        config: Config,
+        tools: ToolSet,
+        ids: Box<dyn IdSource>,
+    ) -> Result<Self, RpcError> {
+        let mut runner = [0u8; 9];
+        ids.fill(&mut runner)?;
+        let server_info = json!({ "name": config.server_name, "version": config.server_version });
+        let result_meta = json!({ meta_keys::SERVER_INFO: server_info });
+        Ok(Server {
+            store,
+            tools,
+            ids,
+            runner_id: b64url(&runner),
+            server_info,
+            result_meta,
+            config,
+        })
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn runner_id(&self) -> &str {
+        &self.runner_id
+    }
+
+    /// The runner that advances this server's tasks.
+    pub fn runner(&self) -> Runner<'_, S> {
+        Runner {
+            store: &self.store,
+            tools: &self.tools,
+            id: &self.runner_id,
+            lease_ms: self.config.lease_ms,
+        }
+    }
+
+    /// Advances due work: up to the configured budget of due tasks, one
+    /// step each, and purges expired tasks.
+    pub async fn tick(&self, now: Millis) -> TickReport {
+        self.runner().tick(now, self.config.tick_budget).await
+    }
+
+    /// Handles one JSON-RPC message.
+    pub async fn handle(&self, body: &[u8], mirror: &Mirror<'_>, ctx: &RequestContext) -> Reply {
+        let msg = match parse_message(body) {
+            Ok(m) => m,
+            Err(e) => return Reply::error(e.id.as_ref(), &e.error),
+        };
+        let Some(id) = msg.id else {
+            // Notifications never get a response. `notifications/cancelled`
+            // has nothing to cancel here (tasks use tasks/cancel).
+            return Reply::Accepted;
+        };
+        match self
+            .request(&id, &msg.method, msg.params, mirror, ctx)
+            .await
+        {
+            Ok(Outcome::Json(body)) => Reply::Json { status: 200, body },
+            Ok(Outcome::Listen(sub)) => Reply::Listen(sub),
+            Err(e) => Reply::error(Some(&id), &e),
+        }
+    }
+
+    async fn request(
+        &self,
+        id: &Id,
+        method_name: &str,
+        params: Option<&RawValue>,
+        mirror: &Mirror<'_>,
+        ctx: &RequestContext,
+    ) -> Result<Outcome, RpcError> {
+        let method = Method::from_name(method_name)
+            .ok_or_else(|| RpcError::method_not_found(method_name))?;
+        let raw = params.map_or("{}", RawValue::get);
+        let caps = self.negotiate(raw, mirror)?;
+        mirror.check("Mcp-Method", mirror.method, method_name, true)?;
+        if method.is_task_method() && !caps.has_tasks() {
+            return Err(RpcError::tasks_extension_required());
+        }
+        let ok = |v: &dyn ErasedSerialize| Ok(Outcome::Json(v.bytes(id)));
+        match method {
+            Method::Discover => ok(&self.discover()),
+            Method::ToolsList => {
+                let p: ListToolsParams = typed(raw, method_name)?;
+                if p.cursor.is_some() {
+                    return Err(RpcError::invalid_params(
+                        "Invalid cursor: this list has a single page.",
+                    ));
+                }
+                ok(&self.cacheable(json!({ "tools": self.tools.descriptors() })))
+            }
+            Method::ToolsCall => {
+                let p: CallToolParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
+                self.call_tool(p, &caps, ctx)
+                    .await
+                    .map(|v| Outcome::Json(result_bytes(id, &v)))
+            }
+            Method::TasksGet => {
+                let p: TaskIdParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
+                let record = TaskService::new(&self.store)
+                    .get(&ctx.owner, &p.task_id, ctx.now)
+                    .await?;
+                ok(&record.wire(
+                    Some(result_type::COMPLETE),
+                    &self.server_info,
+                    Some(self.result_meta.clone()),
+                ))
+            }
+            Method::TasksUpdate => {
+                let p: UpdateTaskParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
+                TaskService::new(&self.store)
+                    .update(&ctx.owner, &p.task_id, &p.input_responses, ctx.now)
+                    .await?;
+                ok(&ack())
+            }
+            Method::TasksCancel => {
+                let p: TaskIdParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
+                TaskService::new(&self.store)
+                    .cancel(&ctx.owner, &p.task_id, ctx.now)
+                    .await?;
+                ok(&ack())
+            }
+            Method::Listen => {
+                let p: ListenParams = typed(raw, method_name)?;
+                if p.notifications.task_ids.is_some() && !caps.has_tasks() {
+                    return Err(RpcError::tasks_extension_required());
+                }
+                let sub = Subscription::open(
+                    &self.store,
+                    id.clone(),
+                    ctx.owner.clone(),
+                    &p.notifications,
+                    ctx.now,
+                    ListenSettings {
+                        max_ms: self.config.listen_max_ms,
+                        poll_interval_ms: self.config.listen_poll_ms,
+                        server_info: self.server_info.clone(),
+                    },
+                )
+                .await?;
+                Ok(Outcome::Listen(sub))
+            }
+            Method::PromptsList => ok(&self.cacheable(json!({ "prompts": [] }))),
+            Method::ResourcesList => ok(&self.cacheable(json!({ "resources": [] }))),
+            Method::ResourceTemplatesList => {
+                ok(&self.cacheable(json!({ "resourceTemplates": [] })))
+            }
+            Method::PromptsGet => {
+                let p: NamedParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
+                Err(RpcError::invalid_params(format!(
+                    "Unknown prompt: {}",
+                    truncate(&p.name, 64)
+                )))
+            }
+            Method::ResourcesRead => {
+                let p: UriParams = typed(raw, method_name)?;
+                mirror.check("Mcp-Name", mirror.name, &p.uri, true)?;
+                Err(RpcError::invalid_params(format!(
+                    "Resource not found: {}",
+                    truncate(&p.uri, 128)
+                )))
+            }
+        }
+    }
+
+    /// Reads the required `_meta` members and checks the version against the
+    /// header and the versions this server speaks.
+    fn negotiate(&self, raw: &str, mirror: &Mirror<'_>) -> Result<ClientCapabilities, RpcError> {
+        let meta: MetaOnly<'_> = serde_json::from_str(raw)
+            .map_err(|_| RpcError::missing_meta("Invalid params: _meta must be an object."))?;
+        let meta = meta.meta.ok_or_else(|| {
+            RpcError::missing_meta("Invalid params: the required params._meta is missing.")
+        })?;
+        let version_raw = meta.protocol_version.ok_or_else(|| {
+            RpcError::missing_meta(format!(
+                "Invalid params: _meta is missing {}.",
+                meta_keys::PROTOCOL_VERSION
+            ))
+        })?;
+        let version: String = serde_json::from_str(version_raw.get()).map_err(|_| {
+            RpcError::missing_meta(format!(
+                "Invalid params: {} must be a string.",
+                meta_keys::PROTOCOL_VERSION
+            ))
+        })?;
+        let caps_raw = meta.client_capabilities.ok_or_else(|| {
+            RpcError::missing_meta(format!(
+                "Invalid params: _meta is missing {}.",
+                meta_keys::CLIENT_CAPABILITIES
+            ))
+        })?;
+        let caps: ClientCapabilities = serde_json::from_str(caps_raw.get()).map_err(|_| {
+            RpcError::missing_meta(format!(
+                "Invalid params: {} is malformed.",
+                meta_keys::CLIENT_CAPABILITIES
+            ))
+        })?;
+        mirror.check(
+            "MCP-Protocol-Version",
+            mirror.protocol_version,
+            &version,
+            true,
+        )?;
+        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
+            return Err(RpcError::unsupported_version(truncate(&version, 64)));
+        }
+        Ok(caps)
+    }
+
+    fn discover(&self) -> Value {
+        let mut v = json!({
+            "resultType": result_type::COMPLETE,
+            "supportedVersions": SUPPORTED_VERSIONS,
+            "capabilities": {
+                "tools": {},
+                "prompts": {},
+                "resources": {},
+                "extensions": { TASKS_EXTENSION: {} }
+            },
+            "ttlMs": self.config.discover_ttl_ms,
+            "cacheScope": "public",
+            "_meta": self.result_meta,
+        });
+        if let (Some(text), Value::Object(map)) = (&self.config.instructions, &mut v) {
+            map.insert("instructions".into(), Value::from(text.as_str()));
+        }
+        v
+    }
+
+    /// A complete, cacheable list result. Nothing listed here depends on
+    /// who asks, so the scope is public.
+    fn cacheable(&self, mut v: Value) -> Value {
+        if let Value::Object(map) = &mut v {
+            map.insert("resultType".into(), Value::from(result_type::COMPLETE));
+            map.insert("ttlMs".into(), Value::from(self.config.list_ttl_ms));
+            map.insert("cacheScope".into(), Value::from("public"));
+            map.insert("_meta".into(), self.result_meta.clone());
+        }
+        v
+    }
+
+    async fn call_tool(
+        &self,
+        p: CallToolParams,
+        caps: &ClientCapabilities,
+        ctx: &RequestContext,
+    ) -> Result<Value, RpcError> {
+        let tool = self.tools.get(&p.name).ok_or_else(|| {
+            RpcError::invalid_params(format!("Unknown tool: {}", truncate(&p.name, 64)))
+        })?;
+        let needs = tool.requirements();
+        let mut missing = Map::new();
+        if needs.tasks == TaskSupport::Required && !caps.has_tasks() {
+            missing.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
+        }
+        if needs.form_elicitation && !caps.has_form_elicitation() {
+            missing.insert("elicitation".into(), json!({ "form": {} }));
+        }
+        if needs.sampling && caps.sampling.is_none() {
+            missing.insert("sampling".into(), json!({}));
+        }
+        if !missing.is_empty() {
+            return Err(RpcError::missing_capability(Value::Object(missing)));
+        }
+        let arguments = p.arguments.unwrap_or_default();
+        let verified = match &p.request_state {
+            Some(state) => Some(mrtr::verify(
+                &self.config.state_secret,
+                &ctx.owner,
+                &p.name,
+                &arguments,
+                state,
+                ctx.now,
+            )?),
+            None => None,
+        };
+        let call = ToolCall {
+            arguments: &arguments,
+            capabilities: caps,
+            input_responses: verified.as_ref().and(p.input_responses.as_ref()),
+            round_state: verified.as_ref().map(|v| &v.data),
+            now: ctx.now,
+        };
+        let plan = match tool.call(&call) {
+            Ok(plan) => plan,
+            Err(CallError::InvalidArguments(why)) => {
+                return Ok(complete_result(
+                    &crate::protocol::tools::CallToolResult::error(why),
+                    &self.server_info,
+                ));
+            }
+            Err(CallError::Rpc(e)) => return Err(e),
+        };
+        match plan {
+            CallPlan::Result(result) => Ok(complete_result(&result, &self.server_info)),
+            CallPlan::InputRequired {
+                requests,
+                round_state,
+            } => {
+                let expires = ctx
+                    .now
+                    .saturating_add(self.config.request_state_ttl_ms as i64);
+                let state = mrtr::sign(
+                    &self.config.state_secret,
+                    self.ids.as_ref(),
+                    &ctx.owner,
+                    &p.name,
+                    &arguments,
+                    round_state,
+                    expires,
+                )?;
+                Ok(json!({
+                    "resultType": result_type::INPUT_REQUIRED,
+                    "inputRequests": requests,
+                    "requestState": state,
+                    "_meta": self.result_meta,
+                }))
+            }
+            CallPlan::Task(start) => {
+                if !caps.has_tasks() {
+                    return Err(RpcError::tasks_extension_required());
+                }
+                let record = TaskRecord {
+                    id: String::new(),
+                    owner: ctx.owner.clone(),
+                    tool: p.name.clone(),
+                    arguments,
+                    capabilities: caps.clone(),
+                    phase: Phase::Working,
+                    status_message: start.message,
+                    created_at: ctx.now,
+                    last_updated_at: ctx.now,
+                    ttl_ms: self.config.task_ttl_ms,
+                    poll_interval_ms: self.config.poll_interval_ms,
+                    state: start.state,
+                    wake_at: Some(
+                        ctx.now
+                            .saturating_add(start.first_step_in_ms.min(i64::MAX as u64) as i64),
+                    ),
+                    issued_keys: Default::default(),
+                    answers: Default::default(),
+                    cancel_requested: false,
+                    lease: None,
+                    steps: 0,
+                };
+                let record = self
+                    .persist_new(record, verified.as_ref().map(|v| v.nonce.as_str()), ctx)
+                    .await?;
+                let mut wire = record.wire(
+                    Some(result_type::TASK),
+                    &self.server_info,
+                    Some(self.result_meta.clone()),
+                );
+                wire.payload = TaskPayload::None;
+                serde_json::to_value(&wire)
+                    .map_err(|_| RpcError::internal("Internal error: a task could not be encoded."))
+            }
+        }
+    }
+
+    /// Creates the task record (create-if-absent) before any handle is
+    /// returned. A task created from a verified MRTR round gets an id derived
+    /// from that round's nonce, so replaying the round returns the same task
+    /// instead of creating another.
+    async fn persist_new(
+        &self,
+        mut record: TaskRecord,
+        nonce: Option<&str>,
+        ctx: &RequestContext,
+    ) -> Result<TaskRecord, RpcError> {
+        let service = TaskService::new(&self.store);
+        if let Some(nonce) = nonce {
+            let derived = hmac_sha256(
+                &self.config.state_secret,
+                &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()],
+            );
+            record.id = format!("tsk_{}", b64url(&derived[..16]));
+            if service.create(&record).await? {
+                return Ok(record);
+            }
+            return match load(&self.store, &record.id).await? {
+                Some((_, existing)) if existing.visible_to(&ctx.owner, ctx.now) => Ok(existing),
+                _ => Err(RpcError::invalid_params(
+                    "Invalid requestState: it was altered, has expired, or belongs to another request.",
+                )),
+            };
+        }
+        for _ in 0..3 {
+            record.id = self.ids.task_id()?;
+            if service.create(&record).await? {
+                return Ok(record);
+            }
+        }
+        Err(RpcError::internal(
+            "Internal error: could not allocate a task id.",
+        ))
+    }
+}
+
+fn ack() -> Value {
+    json!({ "resultType": result_type::COMPLETE })
+}
+
+#[derive(serde::Deserialize)]
+struct NamedParams {
+    name: String,
+}
+
+#[derive(serde::Deserialize)]
+struct UriParams {
+    uri: String,
+}
+
+/// Phase two: the method's exact params type. A mismatch is -32602.
+fn typed<T: DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
+    serde_json::from_str(raw).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "Invalid params for {method}: {}.",
+            truncate(&e.to_string(), 200)
+        ))
+    })
+}
+
+/// Lets `request` serialise results of different types through one closure.
+trait ErasedSerialize {
+    fn bytes(&self, id: &Id) -> Vec<u8>;
+}
+
+impl<T: Serialize> ErasedSerialize for T {
+    fn bytes(&self, id: &Id) -> Vec<u8> {
+        result_bytes(id, self)
+    }
+}

@@ -1,0 +1,184 @@
+//! Checks an input response against the request it answers: an
+//! `ElicitResult` for `elicitation/create` (with form content that fits the
+//! requested schema), a result object for the other request types.
+
+use serde_json::{Map, Value};
+
+use crate::protocol::tools::{ELICITATION_CREATE, ElicitAction, ElicitResult, InputRequest};
+
+/// `Ok` when `response` is an acceptable answer to `request`; otherwise a
+/// sentence saying what is wrong.
+pub fn validate(request: &InputRequest, response: &Value) -> Result<(), String> {
+    if request.method != ELICITATION_CREATE {
+        return match response {
+            Value::Object(_) => Ok(()),
+            _ => Err("the response must be an object".into()),
+        };
+    }
+    let result: ElicitResult = serde_json::from_value(response.clone()).map_err(|_| {
+        "the response must be an ElicitResult with action accept, decline or cancel".to_string()
+    })?;
+    if result.action != ElicitAction::Accept {
+        return Ok(());
+    }
+    let is_form = request
+        .params
+        .get("mode")
+        .and_then(Value::as_str)
+        .unwrap_or("form")
+        == "form";
+    if !is_form {
+        return Ok(());
+    }
+    let content = result
+        .content
+        .as_ref()
+        .ok_or_else(|| "an accepted form response needs content".to_string())?;
+    let schema = request
+        .params
+        .get("requestedSchema")
+        .unwrap_or(&Value::Null);
+    check_form(schema, content)
+}
+
+fn check_form(schema: &Value, content: &Map<String, Value>) -> Result<(), String> {
+    let empty = Map::new();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for r in required.iter().filter_map(Value::as_str) {
+            if !content.contains_key(r) {
+                return Err(format!("the required field {r:?} is missing"));
+            }
+        }
+    }
+    for (name, value) in content {
+        if let Some(prop) = props.get(name) {
+            check_field(name, prop, value)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
+    let ty = prop.get("type").and_then(Value::as_str).unwrap_or("");
+    let wrong = || format!("the field {name:?} must be of type {ty}");
+    match ty {
+        "string" => {
+            let s = value.as_str().ok_or_else(wrong)?;
+            let allowed: Option<Vec<&str>> = prop
+                .get("enum")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .or_else(|| {
+                    prop.get("oneOf").and_then(Value::as_array).map(|a| {
+                        a.iter()
+                            .filter_map(|o| o.get("const").and_then(Value::as_str))
+                            .collect()
+                    })
+                });
+            if let Some(allowed) = allowed {
+                if !allowed.contains(&s) {
+                    return Err(format!(
+                        "the field {name:?} is not one of the allowed values"
+                    ));
+                }
+            }
+            let len = s.chars().count() as u64;
+            if prop
+                .get("minLength")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| len < m)
+                || prop
+                    .get("maxLength")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|m| len > m)
+            {
+                return Err(format!("the field {name:?} has the wrong length"));
+            }
+            Ok(())
+        }
+        "number" | "integer" => {
+            let n = value.as_f64().ok_or_else(wrong)?;
+            if ty == "integer" && !(value.is_i64() || value.is_u64()) {
+                return Err(wrong());
+            }
+            if prop
+                .get("minimum")
+                .and_then(Value::as_f64)
+                .is_some_and(|m| n < m)
+                || prop
+                    .get("maximum")
+                    .and_then(Value::as_f64)
+                    .is_some_and(|m| n > m)
+            {
+                return Err(format!("the field {name:?} is out of range"));
+            }
+            Ok(())
+        }
+        "boolean" => value.as_bool().map(|_| ()).ok_or_else(wrong),
+        "array" => {
+            let items = value.as_array().ok_or_else(wrong)?;
+            if items.iter().all(Value::is_string) {
+                Ok(())
+            } else {
+                Err(wrong())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn req() -> InputRequest {
+        InputRequest::elicit_form(
+            "?",
+            json!({
+                "type": "object",
+                "properties": {
+                    "approved": {"type": "boolean"},
+                    "size": {"type": "string", "enum": ["s", "m"]},
+                    "n": {"type": "integer", "minimum": 1, "maximum": 3},
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["a"]}}
+                },
+                "required": ["approved"]
+            }),
+        )
+    }
+
+    #[test]
+    fn accepts_good_answers() {
+        for ok in [
+            json!({"action": "accept", "content": {"approved": true}}),
+            json!({"action": "accept", "content": {"approved": false, "size": "m", "n": 2, "tags": ["a"]}}),
+            json!({"action": "accept", "content": {"approved": true, "unknown": 1}}),
+            json!({"action": "decline"}),
+            json!({"action": "cancel"}),
+        ] {
+            assert_eq!(validate(&req(), &ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_answers() {
+        for bad in [
+            json!("yes"),
+            json!({"action": "maybe"}),
+            json!({"action": "accept"}),
+            json!({"action": "accept", "content": {}}),
+            json!({"action": "accept", "content": {"approved": "yes"}}),
+            json!({"action": "accept", "content": {"approved": true, "size": "xl"}}),
+            json!({"action": "accept", "content": {"approved": true, "n": 1.5}}),
+            json!({"action": "accept", "content": {"approved": true, "n": 9}}),
+            json!({"action": "accept", "content": {"approved": true, "tags": [1]}}),
+        ] {
+            assert!(validate(&req(), &bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `subscriptions/listen` for tasks, as a sequence of events that a platform
+//! adapter streams as SSE. The core stays stateless: the adapter polls
+//! [`Subscription::poll`] on a timer while the stream is open, and each poll
+//! emits a `notifications/tasks` for every subscribed task whose snapshot
+//! changed since the last one sent.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::load;
+use super::record::Owner;
+use crate::error::RpcError;
+use crate::protocol::jsonrpc::{Id, notification_bytes, result_bytes};
+use crate::protocol::tasks::SubscriptionFilter;
+use crate::protocol::{meta_keys, methods, result_type};
+use crate::store::Store;
+use crate::time::Millis;
+
+/// How a listen stream behaves.
+#[derive(Clone, Debug)]
+pub struct ListenSettings {
+    /// The longest a stream stays open before it ends gracefully.
+    pub max_ms: u64,
+    /// How often the adapter should poll.
+    pub poll_interval_ms: u64,
+    /// The server's identity, for completed results in snapshots.
+    pub server_info: Value,
+}
+
+/// One open listen stream.
+#[derive(Debug)]
+pub struct Subscription {
+    id: Id,
+    owner: Owner,
+    /// Acknowledged task ids and the last snapshot sent for each (`None`
+    /// until the first one); removed once terminal or gone.
+    tasks: BTreeMap<String, Option<String>>,
+    acknowledged: Vec<String>,
+    server_info: Value,
+    /// When the stream ends on its own (then the client may listen again).
+    pub ends_at: Millis,
+    /// How often the adapter should poll.
+    pub poll_interval_ms: u64,
+}
+
+impl Subscription {
+    /// Agrees to the subset of `filter` this server honours: the caller's own
+    /// visible tasks among `taskIds`. Other ids, and the core list-change
+    /// notifications this server does not emit, are left out.
+    pub async fn open<S: Store>(
+        store: &S,
+        id: Id,
+        owner: Owner,
+        filter: &SubscriptionFilter,
+        now: Millis,
+        settings: ListenSettings,
+    ) -> Result<Subscription, RpcError> {
+        let mut tasks = BTreeMap::new();
+        let mut acknowledged = Vec::new();
+        for task_id in filter.task_ids.iter().flatten().take(100) {
+            if tasks.contains_key(task_id) {
+                continue;
+            }
+            if let Some((_, r)) = load(store, task_id).await? {
+                if r.id == *task_id && r.visible_to(&owner, now) {
+                    tasks.insert(task_id.clone(), None);
+                    acknowledged.push(task_id.clone());
+                }
+            }
+        }
+        Ok(Subscription {
+            id,
+            owner,
+            tasks,
+            acknowledged,
+            server_info: settings.server_info,
+            ends_at: now.saturating_add(settings.max_ms.min(i64::MAX as u64) as i64),
+            poll_interval_ms: settings.poll_interval_ms,
+        })
+    }
+
+    fn meta(&self) -> Value {
+        json!({ meta_keys::SUBSCRIPTION_ID: self.id.to_value() })
+    }
+
+    /// The first event: `notifications/subscriptions/acknowledged`.
+    pub fn acknowledgement(&self) -> Vec<u8> {
+        let mut notifications = Map::new();
+        if !self.acknowledged.is_empty() {
+            notifications.insert("taskIds".into(), json!(self.acknowledged));
+        }
+        notification_bytes(
+            methods::NOTIFICATION_ACKNOWLEDGED,
+            &json!({ "notifications": notifications, "_meta": self.meta() }),
+        )
+    }
+
+    /// Reads the subscribed tasks and returns a `notifications/tasks` event
+    /// for each whose snapshot changed. A task that reached a terminal
+    /// status (after its last event) or disappeared is dropped.
+    pub async fn poll<S: Store>(
+        &mut self,
+        store: &S,
+        now: Millis,
+    ) -> Result<Vec<Vec<u8>>, RpcError> {
+        let mut events = Vec::new();
+        let ids: Vec<String> = self.tasks.keys().cloned().collect();
+        for task_id in ids {
+            let record = match load(store, &task_id).await? {
+                Some((_, r)) if r.visible_to(&self.owner, now) => r,
+                _ => {
+                    self.tasks.remove(&task_id);
+                    continue;
+                }
+            };
+            let snapshot =
+                serde_json::to_string(&record.wire(None, &self.server_info, Some(self.meta())))
+                    .map_err(|_| {
+                        RpcError::internal("Internal error: a task could not be encoded.")
+                    })?;
+            let last = self.tasks.get(&task_id).cloned().flatten();
+            if last.as_deref() != Some(snapshot.as_str()) {
+                let params: Value = serde_json::from_str(&snapshot).unwrap_or(Value::Null);
+                events.push(notification_bytes(methods::NOTIFICATION_TASKS, &params));
+            }
+            if record.status().is_terminal() {
+                self.tasks.remove(&task_id);
+            } else {
+                self.tasks.insert(task_id, Some(snapshot));
+            }
+        }
+        Ok(events)
+    }
+
+    /// Whether nothing more can be sent: every task is terminal or gone, or
+    /// the stream reached its maximum length.
+    pub fn finished(&self, now: Millis) -> bool {
+        self.tasks.is_empty() || now >= self.ends_at
+    }
+
+    /// The graceful end: the listen request's result.
+    pub fn closing(&self) -> Vec<u8> {
+        result_bytes(
+            &self.id,
+            &json!({ "resultType": result_type::COMPLETE, "_meta": self.meta() }),
+        )
+    }
+}

@@ -1,0 +1,494 @@
+//! The official conformance suite's fixture tools (fixed names and
+//! behaviours, see the suite's `tasks-*` scenarios). Enabled with the
+//! `conformance` or `all` tool selection.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{
+    CallError, CallPlan, Requirements, StepContext, StepOutcome, TaskStart, TaskSupport, Tool,
+    ToolCall, form_schema,
+};
+use crate::error::{ErrorCode, RpcError};
+use crate::protocol::tools::{
+    CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
+};
+
+pub fn all() -> Vec<Box<dyn Tool>> {
+    vec![
+        Box::new(Greet),
+        Box::new(MissingCapability),
+        Box::new(StreamingElicitation),
+        Box::new(LoggingTool),
+        Box::new(SlowCompute),
+        Box::new(FailingJob),
+        Box::new(ProtocolErrorJob),
+        Box::new(ConfirmDelete),
+        Box::new(MultiInput),
+        Box::new(TestToolWithTask),
+    ]
+}
+
+fn schema(properties: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn ask(key: &str, message: &str, field: &str, field_schema: Value) -> InputRequests {
+    let mut r = InputRequests::new();
+    r.insert(
+        key.to_owned(),
+        InputRequest::elicit_form(
+            message,
+            form_schema(json!({ field: field_schema }), &[field]),
+        ),
+    );
+    r
+}
+
+fn one_second_task(message: &str) -> CallPlan {
+    CallPlan::Task(TaskStart {
+        state: Value::Null,
+        first_step_in_ms: 1_000,
+        message: Some(message.to_owned()),
+    })
+}
+
+fn input_task(message: &str) -> CallPlan {
+    CallPlan::Task(TaskStart {
+        state: json!({"phase": "ask"}),
+        first_step_in_ms: 0,
+        message: Some(message.to_owned()),
+    })
+}
+
+fn phase<'a>(step: &'a StepContext<'_>) -> Option<&'a str> {
+    step.state.get("phase").and_then(Value::as_str)
+}
+
+/// `greet {name}`: always synchronous.
+struct Greet;
+
+#[derive(Deserialize)]
+struct GreetArgs {
+    name: String,
+}
+
+impl Tool for Greet {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "greet",
+            title: Some("Greet"),
+            description: "Greets someone by name. Always answers at once.",
+            input_schema: schema(json!({"name": {"type": "string"}}), &["name"]),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let a: GreetArgs = call.args("greet")?;
+        Ok(CallPlan::Result(CallToolResult::text(format!(
+            "Hello, {}!",
+            a.name
+        ))))
+    }
+}
+
+/// `slow_compute {seconds, label}`: a task that finishes after `seconds`
+/// (at once, synchronously, for 0 or without the tasks extension).
+struct SlowCompute;
+
+#[derive(Deserialize)]
+struct SlowArgs {
+    seconds: f64,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+impl SlowArgs {
+    fn parse(v: &serde_json::Map<String, Value>) -> Result<SlowArgs, String> {
+        let a: SlowArgs = super::parse_args("slow_compute", v)?;
+        if !(0.0..=3_600.0).contains(&a.seconds) {
+            return Err(
+                "Invalid arguments for tool slow_compute: seconds must be between 0 and 3600."
+                    .into(),
+            );
+        }
+        Ok(a)
+    }
+
+    fn result(&self) -> CallToolResult {
+        let label = self.label.as_deref().unwrap_or("computation");
+        CallToolResult::structured(
+            format!("{label}: finished after {} seconds.", self.seconds),
+            json!({"label": label, "seconds": self.seconds}),
+        )
+    }
+}
+
+impl Tool for SlowCompute {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "slow_compute",
+            title: Some("Slow compute"),
+            description: "Simulates work that takes the given number of seconds; runs as a task when the client supports tasks.",
+            input_schema: schema(
+                json!({"seconds": {"type": "number", "minimum": 0, "maximum": 3600}, "label": {"type": "string"}}),
+                &["seconds"],
+            ),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Optional)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let a = SlowArgs::parse(call.arguments).map_err(CallError::InvalidArguments)?;
+        if !call.capabilities.has_tasks() || a.seconds == 0.0 {
+            return Ok(CallPlan::Result(a.result()));
+        }
+        Ok(CallPlan::Task(TaskStart {
+            state: Value::Null,
+            first_step_in_ms: (a.seconds * 1000.0) as u64,
+            message: Some("Computing.".to_owned()),
+        }))
+    }
+    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
+        match SlowArgs::parse(step.arguments) {
+            Ok(a) => StepOutcome::Complete(a.result()),
+            Err(e) => StepOutcome::Fail(RpcError::internal(e)),
+        }
+    }
+}
+
+/// `failing_job`: a task whose tool result is an error (`isError: true`),
+/// which makes it `completed`, not `failed`.
+struct FailingJob;
+
+impl Tool for FailingJob {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "failing_job",
+            title: Some("Failing job"),
+            description: "A task that completes after about a second with a tool error (isError: true).",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(one_second_task("Running a job that will fail."))
+    }
+    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
+        StepOutcome::Complete(CallToolResult::error(
+            "The job failed: simulated tool error.",
+        ))
+    }
+}
+
+/// `protocol_error_job`: a task that ends `failed` with a JSON-RPC error.
+struct ProtocolErrorJob;
+
+impl Tool for ProtocolErrorJob {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "protocol_error_job",
+            title: Some("Protocol error job"),
+            description: "A task that fails after about a second with a JSON-RPC error.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(one_second_task(
+            "Running a job that will hit a protocol error.",
+        ))
+    }
+    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
+        StepOutcome::Fail(RpcError::new(
+            ErrorCode::INTERNAL_ERROR,
+            "Internal error: the job hit a simulated protocol error.",
+        ))
+    }
+}
+
+/// `confirm_delete {filename}`: a task that asks for confirmation.
+struct ConfirmDelete;
+
+#[derive(Deserialize)]
+struct DeleteArgs {
+    filename: String,
+}
+
+impl Tool for ConfirmDelete {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "confirm_delete",
+            title: Some("Confirm delete"),
+            description: "A task that asks you to confirm before it (pretends to) delete a file.",
+            input_schema: schema(json!({"filename": {"type": "string"}}), &["filename"]),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_form_elicitation()
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        call.args::<DeleteArgs>("confirm_delete")?;
+        Ok(input_task("Preparing to delete."))
+    }
+    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
+        let file = match step.args::<DeleteArgs>("confirm_delete") {
+            Ok(a) => a.filename,
+            Err(e) => return StepOutcome::Fail(e),
+        };
+        if phase(step) == Some("ask") {
+            return StepOutcome::NeedInput {
+                state: json!({"phase": "decide"}),
+                requests: ask(
+                    "confirm",
+                    &format!("Delete {file}?"),
+                    "confirm",
+                    json!({"type": "boolean", "title": "Confirm deletion"}),
+                ),
+                message: Some("Waiting for confirmation.".to_owned()),
+            };
+        }
+        let answer = step.answer("confirm");
+        if answer
+            .as_ref()
+            .is_some_and(|a| a.action == ElicitAction::Cancel)
+        {
+            return StepOutcome::Cancel("The user cancelled the deletion.".to_owned());
+        }
+        let confirmed = answer
+            .as_ref()
+            .and_then(|a| a.accepted("confirm"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let text = if confirmed {
+            format!("Deleted {file}.")
+        } else {
+            format!("Kept {file}: deletion was not confirmed.")
+        };
+        StepOutcome::Complete(CallToolResult::structured(
+            text,
+            json!({"filename": file, "deleted": confirmed}),
+        ))
+    }
+}
+
+/// `multi_input`: a task that asks two questions at once.
+struct MultiInput;
+
+impl Tool for MultiInput {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "multi_input",
+            title: Some("Multiple inputs"),
+            description: "A task that asks two questions at once and answers when both are in.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_form_elicitation()
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(input_task("Preparing questions."))
+    }
+    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
+        if phase(step) == Some("ask") {
+            let mut requests = ask(
+                "reviewer",
+                "Who reviews the change?",
+                "name",
+                json!({"type": "string"}),
+            );
+            requests.extend(ask(
+                "approval",
+                "Approve the change?",
+                "confirm",
+                json!({"type": "boolean"}),
+            ));
+            return StepOutcome::NeedInput {
+                state: json!({"phase": "answer"}),
+                requests,
+                message: Some("Waiting for two answers.".to_owned()),
+            };
+        }
+        let reviewer = step
+            .answer("reviewer")
+            .and_then(|a| {
+                a.accepted("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| "nobody".to_owned());
+        let approved = step
+            .answer("approval")
+            .and_then(|a| a.accepted("confirm").and_then(Value::as_bool))
+            .unwrap_or(false);
+        StepOutcome::Complete(CallToolResult::structured(
+            format!("Reviewer: {reviewer}; approved: {approved}."),
+            json!({"reviewer": reviewer, "approved": approved}),
+        ))
+    }
+}
+
+/// `test_tool_with_task`: core MRTR before the task exists. Round one asks
+/// for a name (`input_required` with `requestState`); the retry with the
+/// answer creates a task whose result greets that name.
+struct TestToolWithTask;
+
+impl Tool for TestToolWithTask {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_tool_with_task",
+            title: Some("MRTR, then a task"),
+            description: "Asks for your name first (multi round-trip), then runs a task that greets you.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_form_elicitation()
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let name = call.response("user_name").and_then(|r| {
+            r.accepted("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        match (call.round_state, name) {
+            (Some(_), Some(name)) => Ok(CallPlan::Task(TaskStart {
+                state: json!({"name": name}),
+                first_step_in_ms: 500,
+                message: Some("Greeting.".to_owned()),
+            })),
+            _ => Ok(CallPlan::InputRequired {
+                requests: ask(
+                    "user_name",
+                    "What is your name?",
+                    "name",
+                    json!({"type": "string"}),
+                ),
+                round_state: json!({"round": 1}),
+            }),
+        }
+    }
+    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
+        let name = step
+            .state
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("there");
+        StepOutcome::Complete(CallToolResult::text(format!(
+            "Hello, {name}! The task has finished."
+        )))
+    }
+}
+
+/// `test_missing_capability`: needs sampling, which this server never uses
+/// otherwise; a client that did not declare it gets -32021.
+struct MissingCapability;
+
+impl Tool for MissingCapability {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_missing_capability",
+            title: None,
+            description: "Requires the sampling capability; refused with -32021 when the client did not declare it.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never).with_sampling()
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Result(CallToolResult::text(
+            "The client declared sampling.",
+        )))
+    }
+}
+
+/// `test_streaming_elicitation`: where an older server would send an
+/// elicitation request on the response stream, this one answers with a core
+/// MRTR `input_required` result, then completes on the retry.
+struct StreamingElicitation;
+
+impl Tool for StreamingElicitation {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_streaming_elicitation",
+            title: None,
+            description: "Asks for input through a multi round-trip result, never through a server-to-client request.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        if !call.capabilities.has_form_elicitation() {
+            return Ok(CallPlan::Result(CallToolResult::text(
+                "No elicitation capability; nothing to ask.",
+            )));
+        }
+        let answer = call.response("feedback").and_then(|r| {
+            r.accepted("text")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        match (call.round_state, answer) {
+            (Some(_), Some(text)) => Ok(CallPlan::Result(CallToolResult::text(format!(
+                "Thanks for the feedback: {text}"
+            )))),
+            _ => Ok(CallPlan::InputRequired {
+                requests: ask(
+                    "feedback",
+                    "Any feedback?",
+                    "text",
+                    json!({"type": "string"}),
+                ),
+                round_state: json!({"round": 1}),
+            }),
+        }
+    }
+}
+
+/// `test_logging_tool`: completes without log notifications (none are sent
+/// unless a request asks for them with a log level).
+struct LoggingTool;
+
+impl Tool for LoggingTool {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_logging_tool",
+            title: None,
+            description: "Completes at once and sends no log notifications.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Result(CallToolResult::text(
+            "Done; nothing was logged.",
+        )))
+    }
+}

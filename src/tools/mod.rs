@@ -1,0 +1,311 @@
+//! Tools. Adding one is one type implementing [`Tool`], registered in
+//! [`ToolSet::new`].
+//!
+//! A tool decides per call how to answer ([`CallPlan`]): at once, with a core
+//! MRTR `input_required` round, or as a task. Task tools are step functions
+//! over persisted state: [`Tool::step`] never blocks or sleeps; it returns
+//! what happens next ([`StepOutcome`]), and the runner persists it.
+
+mod demo;
+mod fixtures;
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::RpcError;
+use crate::protocol::meta::ClientCapabilities;
+use crate::protocol::tools::{CallToolResult, ElicitResult, InputRequests, ToolDescriptor};
+use crate::time::Millis;
+
+/// Whether a tool can answer without the tasks extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Never a task.
+    Never,
+    /// A task when the client declared the extension, otherwise answered
+    /// synchronously.
+    Optional,
+    /// Only as a task: without the extension the call is refused with -32021.
+    Required,
+}
+
+/// What a tool needs from the client, checked before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requirements {
+    pub tasks: TaskSupport,
+    /// The tool asks for form-mode elicitation.
+    pub form_elicitation: bool,
+    /// The tool asks for sampling.
+    pub sampling: bool,
+}
+
+impl Requirements {
+    pub const fn new(tasks: TaskSupport) -> Self {
+        Requirements {
+            tasks,
+            form_elicitation: false,
+            sampling: false,
+        }
+    }
+
+    pub const fn with_form_elicitation(mut self) -> Self {
+        self.form_elicitation = true;
+        self
+    }
+
+    pub const fn with_sampling(mut self) -> Self {
+        self.sampling = true;
+        self
+    }
+}
+
+/// Why a tool did not produce a plan.
+#[derive(Debug)]
+pub enum CallError {
+    /// The arguments do not fit the tool's input schema. Reported as a tool
+    /// execution error (`isError: true`), so the model can correct itself.
+    InvalidArguments(String),
+    /// A protocol error.
+    Rpc(RpcError),
+}
+
+impl From<RpcError> for CallError {
+    fn from(e: RpcError) -> Self {
+        CallError::Rpc(e)
+    }
+}
+
+/// One `tools/call`, as a tool sees it.
+pub struct ToolCall<'a> {
+    pub arguments: &'a Map<String, Value>,
+    pub capabilities: &'a ClientCapabilities,
+    /// Answers to a previous `input_required` round, when this is a retry
+    /// whose `requestState` verified.
+    pub input_responses: Option<&'a Map<String, Value>>,
+    /// The tool's data from that round's verified `requestState`.
+    pub round_state: Option<&'a Value>,
+    pub now: Millis,
+}
+
+impl ToolCall<'_> {
+    /// Deserialises the arguments into the tool's own type.
+    pub fn args<T: DeserializeOwned>(&self, tool: &str) -> Result<T, CallError> {
+        parse_args(tool, self.arguments).map_err(CallError::InvalidArguments)
+    }
+
+    /// The answer to one input request of the previous MRTR round.
+    pub fn response(&self, key: &str) -> Option<ElicitResult> {
+        serde_json::from_value(self.input_responses?.get(key)?.clone()).ok()
+    }
+}
+
+/// Parses tool arguments into `T`; the error is a sentence for the model.
+pub fn parse_args<T: DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Result<T, String> {
+    serde_json::from_value(Value::Object(args.clone())).map_err(|e| {
+        format!(
+            "Invalid arguments for tool {tool}: {}.",
+            crate::error::truncate(&e.to_string(), 200)
+        )
+    })
+}
+
+/// How a tool answers a call.
+#[derive(Debug)]
+pub enum CallPlan {
+    /// A synchronous `CallToolResult`.
+    Result(CallToolResult),
+    /// Core MRTR: ask for input now; `round_state` comes back, integrity
+    /// protected, in the retry's `requestState`.
+    InputRequired {
+        requests: InputRequests,
+        round_state: Value,
+    },
+    /// Run as a task, first step due at `now + first_step_in_ms`.
+    Task(TaskStart),
+}
+
+#[derive(Debug)]
+pub struct TaskStart {
+    pub state: Value,
+    pub first_step_in_ms: u64,
+    pub message: Option<String>,
+}
+
+/// What one step sees.
+pub struct StepContext<'a> {
+    pub now: Millis,
+    pub arguments: &'a Map<String, Value>,
+    pub state: &'a Value,
+    /// Responses to the input round that just ended, by key.
+    pub answers: &'a BTreeMap<String, Value>,
+    pub capabilities: &'a ClientCapabilities,
+}
+
+impl StepContext<'_> {
+    /// The task's arguments, validated when it was created.
+    pub fn args<T: DeserializeOwned>(&self, tool: &str) -> Result<T, RpcError> {
+        parse_args(tool, self.arguments).map_err(RpcError::internal)
+    }
+
+    /// The elicitation answer under `key`, if one arrived.
+    pub fn answer(&self, key: &str) -> Option<ElicitResult> {
+        serde_json::from_value(self.answers.get(key)?.clone()).ok()
+    }
+}
+
+/// What a step decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOutcome {
+    /// More work: the next step is due at `now + wake_in_ms`.
+    Continue {
+        state: Value,
+        wake_in_ms: u64,
+        message: Option<String>,
+    },
+    /// Ask the client for input; keys must be new for this task.
+    NeedInput {
+        state: Value,
+        requests: InputRequests,
+        message: Option<String>,
+    },
+    /// The tool's result (an `isError: true` result is still a completion).
+    Complete(CallToolResult),
+    /// A JSON-RPC error ends the task as `failed`.
+    Fail(RpcError),
+    /// The user cancelled through an input response.
+    Cancel(String),
+}
+
+/// A tool.
+pub trait Tool: Send + Sync {
+    fn descriptor(&self) -> ToolDescriptor;
+
+    fn requirements(&self) -> Requirements;
+
+    /// Decides how to answer one call.
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError>;
+
+    /// Advances a task one step. Only task tools implement it.
+    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
+        StepOutcome::Fail(RpcError::internal(
+            "Internal error: this tool has no steps.",
+        ))
+    }
+}
+
+/// Which tools a server offers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolSelection {
+    /// The demo tool `generate_report`.
+    #[default]
+    Demo,
+    /// The conformance suite's fixture tools.
+    Conformance,
+    /// Both.
+    All,
+}
+
+impl ToolSelection {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "demo" => Some(ToolSelection::Demo),
+            "conformance" => Some(ToolSelection::Conformance),
+            "all" => Some(ToolSelection::All),
+            _ => None,
+        }
+    }
+}
+
+/// The registry: tools listed in registration order, found by name.
+pub struct ToolSet {
+    tools: Vec<(&'static str, Box<dyn Tool>)>,
+}
+
+impl ToolSet {
+    pub fn new(selection: ToolSelection) -> Self {
+        let mut list: Vec<Box<dyn Tool>> = Vec::new();
+        if matches!(selection, ToolSelection::Conformance | ToolSelection::All) {
+            list.extend(fixtures::all());
+        }
+        if matches!(selection, ToolSelection::Demo | ToolSelection::All) {
+            list.push(Box::new(demo::GenerateReport));
+        }
+        ToolSet::from_tools(list)
+    }
+
+    /// A registry of the given tools; a later tool with a name already
+    /// taken is dropped.
+    pub fn from_tools(list: Vec<Box<dyn Tool>>) -> Self {
+        let mut tools: Vec<(&'static str, Box<dyn Tool>)> = Vec::with_capacity(list.len());
+        for t in list {
+            let name = t.descriptor().name;
+            if tools.iter().all(|(have, _)| *have != name) {
+                tools.push((name, t));
+            }
+        }
+        ToolSet { tools }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.as_ref())
+    }
+
+    pub fn descriptors(&self) -> Vec<ToolDescriptor> {
+        self.tools.iter().map(|(_, t)| t.descriptor()).collect()
+    }
+}
+
+/// A flat form schema for `elicitation/create`.
+pub fn form_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_valid_object_schema() {
+        let set = ToolSet::new(ToolSelection::All);
+        let names: Vec<_> = set.descriptors().iter().map(|d| d.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "names are unique");
+        assert_eq!(
+            names[0], "greet",
+            "a tool that answers any call comes first"
+        );
+        assert_eq!(names.len(), 11);
+        for d in set.descriptors() {
+            let s = &d.input_schema;
+            assert_eq!(s["type"], "object", "{}", d.name);
+            assert!(!d.description.is_empty(), "{}", d.name);
+            assert!(
+                d.name.len() <= 128
+                    && d.name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+            );
+            assert!(s["properties"].is_object(), "{}", d.name);
+            if let Some(req) = s.get("required") {
+                for r in req.as_array().unwrap() {
+                    assert!(
+                        s["properties"].get(r.as_str().unwrap()).is_some(),
+                        "{}: {r}",
+                        d.name
+                    );
+                }
+            }
+        }
+    }
+}

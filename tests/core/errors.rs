@@ -1,0 +1,415 @@
+//! Every error this server emits, from the request that causes it, with its
+//! HTTP status.
+
+use serde_json::{Value, json};
+
+use crate::support::{Harness, TASKS, caps, meta, standard_headers};
+
+fn code(body: &Value) -> i64 {
+    body["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {body}"))
+}
+
+/// Sends `msg` with the standard headers, with `edit` applied to them.
+fn post_edited(
+    h: &Harness,
+    msg: &Value,
+    edit: impl FnOnce(&mut Vec<(&'static str, String)>),
+) -> (u16, Value) {
+    let mut headers = standard_headers(msg);
+    edit(&mut headers);
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let resp = h.post_raw(&refs, &serde_json::to_vec(msg).unwrap());
+    (resp.status, crate::support::body_json(&resp))
+}
+
+fn request(id: i64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = meta(caps());
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn set(headers: &mut Vec<(&'static str, String)>, name: &'static str, value: &str) {
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    headers.push((name, value.to_owned()));
+}
+
+fn remove(headers: &mut Vec<(&'static str, String)>, name: &str) {
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+}
+
+#[test]
+fn parse_error_is_400_with_null_id() {
+    let h = Harness::new();
+    for body in [&b"not json"[..], b"{\"jsonrpc\":", b"\xff\xfe", b""] {
+        let resp = h.post_raw(&[("content-type", "application/json")], body);
+        let v = crate::support::body_json(&resp);
+        assert_eq!((resp.status, code(&v)), (400, -32700));
+        assert_eq!(v["id"], Value::Null);
+    }
+}
+
+#[test]
+fn invalid_request_is_400_and_keeps_the_id() {
+    let h = Harness::new();
+    let cases = [
+        (
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]),
+            Value::Null,
+        ),
+        (
+            json!({"jsonrpc": "1.0", "id": 5, "method": "tools/list"}),
+            json!(5),
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": "s", "method": 7}),
+            json!("s"),
+        ),
+        (json!({"jsonrpc": "2.0", "id": 6}), json!(6)),
+        (
+            json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": "x"}),
+            json!(8),
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/list"}),
+            Value::Null,
+        ),
+        (json!("just a string"), Value::Null),
+    ];
+    for (msg, id) in cases {
+        let resp = h.post_raw(&[], &serde_json::to_vec(&msg).unwrap());
+        let v = crate::support::body_json(&resp);
+        assert_eq!((resp.status, code(&v)), (400, -32600), "{msg}");
+        assert_eq!(v["id"], id, "{msg}");
+    }
+}
+
+#[test]
+fn notifications_get_202_and_no_body() {
+    let h = Harness::new();
+    for msg in [
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/unknown"}),
+    ] {
+        let resp = h.post_raw(&[], &serde_json::to_vec(&msg).unwrap());
+        assert_eq!(resp.status, 202);
+        assert!(resp.body_bytes().is_empty());
+    }
+}
+
+#[test]
+fn unknown_and_removed_methods_are_404() {
+    let h = Harness::new();
+    for m in [
+        "unknown/method",
+        "tasks/result",
+        "tasks/list",
+        "tasks/status",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "completion/complete",
+    ] {
+        let (status, v) = h.post(&request(3, m, json!({"taskId": "x"})));
+        assert_eq!((status, code(&v)), (404, -32601), "{m}");
+        assert_eq!(v["id"], 3);
+    }
+    // A legacy initialize has no _meta: still -32601, naming the versions.
+    let legacy = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}});
+    let (status, v) = h.post(&legacy);
+    assert_eq!((status, code(&v)), (404, -32601));
+    assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
+}
+
+#[test]
+fn missing_or_malformed_meta_is_32602_with_400() {
+    let h = Harness::new();
+    let v = "io.modelcontextprotocol/protocolVersion";
+    let c = "io.modelcontextprotocol/clientCapabilities";
+    let cases = [
+        json!({}),
+        json!({"_meta": 5}),
+        json!({"_meta": {c: {}}}),
+        json!({"_meta": {v: 20260728, c: {}}}),
+        json!({"_meta": {v: "2026-07-28"}}),
+        json!({"_meta": {v: "2026-07-28", c: {"elicitation": 5}}}),
+    ];
+    for params in cases {
+        let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": params});
+        let (status, body) =
+            post_edited(&h, &msg, |hs| set(hs, "MCP-Protocol-Version", "2026-07-28"));
+        assert_eq!((status, code(&body)), (400, -32602), "{params}");
+        assert_eq!(body["id"], 9);
+    }
+    // No params at all.
+    let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover"});
+    let (status, body) = post_edited(&h, &msg, |hs| set(hs, "MCP-Protocol-Version", "2026-07-28"));
+    assert_eq!((status, code(&body)), (400, -32602));
+}
+
+#[test]
+fn unsupported_version_is_32022_with_data() {
+    let h = Harness::new();
+    let mut msg = request(4, "server/discover", json!({}));
+    msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let (status, body) = h.post(&msg);
+    assert_eq!((status, code(&body)), (400, -32022));
+    assert_eq!(
+        body["error"]["data"],
+        json!({"supported": ["2026-07-28"], "requested": "v999.0.0"})
+    );
+}
+
+#[test]
+fn header_mismatches_are_32020_with_400() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 60}));
+    let list = request(1, "tools/list", json!({}));
+    let call = request(
+        2,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+    );
+    let get = request(3, "tasks/get", json!({"taskId": task}));
+    type Edit = Box<dyn FnOnce(&mut Vec<(&'static str, String)>)>;
+    let cases: Vec<(&str, &Value, Edit)> = vec![
+        (
+            "version header differs from _meta",
+            &list,
+            Box::new(|hs| set(hs, "MCP-Protocol-Version", "2025-11-25")),
+        ),
+        (
+            "version header missing",
+            &list,
+            Box::new(|hs| remove(hs, "MCP-Protocol-Version")),
+        ),
+        (
+            "method header differs",
+            &list,
+            Box::new(|hs| set(hs, "Mcp-Method", "prompts/list")),
+        ),
+        (
+            "method header missing",
+            &list,
+            Box::new(|hs| remove(hs, "Mcp-Method")),
+        ),
+        (
+            "method value case differs",
+            &list,
+            Box::new(|hs| set(hs, "Mcp-Method", "TOOLS/LIST")),
+        ),
+        (
+            "method header repeated",
+            &list,
+            Box::new(|hs| hs.push(("mcp-method", "tools/call".into()))),
+        ),
+        (
+            "name header differs on tools/call",
+            &call,
+            Box::new(|hs| set(hs, "Mcp-Name", "wrong_tool")),
+        ),
+        (
+            "name header missing on tools/call",
+            &call,
+            Box::new(|hs| remove(hs, "Mcp-Name")),
+        ),
+        (
+            "name header has control characters",
+            &call,
+            Box::new(|hs| set(hs, "Mcp-Name", "gr\u{1}eet")),
+        ),
+        (
+            "name header differs on tasks/get",
+            &get,
+            Box::new(|hs| set(hs, "Mcp-Name", "tsk_someone_else")),
+        ),
+        (
+            "malformed base64 name",
+            &call,
+            Box::new(|hs| set(hs, "Mcp-Name", "=?base64?Z3J!!!?=")),
+        ),
+    ];
+    for (why, msg, edit) in cases {
+        let (status, body) = post_edited(&h, msg, edit);
+        assert_eq!((status, code(&body)), (400, -32020), "{why}: {body}");
+        assert_eq!(body["id"], msg["id"], "{why}");
+    }
+}
+
+#[test]
+fn header_forms_that_are_accepted() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 60}));
+    let call = request(
+        2,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+    );
+    let get = request(3, "tasks/get", json!({"taskId": task}));
+    type Edit = Box<dyn FnOnce(&mut Vec<(&'static str, String)>)>;
+    let cases: Vec<(&str, &Value, Edit)> = vec![
+        (
+            "lower-case header names",
+            &call,
+            Box::new(|hs| {
+                let old: Vec<_> = hs.drain(..).collect();
+                for (n, v) in old {
+                    hs.push((Box::leak(n.to_ascii_lowercase().into_boxed_str()), v));
+                }
+            }),
+        ),
+        (
+            "whitespace around the value",
+            &call,
+            Box::new(|hs| set(hs, "Mcp-Name", "  greet  ")),
+        ),
+        (
+            "base64 sentinel",
+            &call,
+            Box::new(|hs| set(hs, "Mcp-Name", "=?base64?Z3JlZXQ=?=")),
+        ),
+        (
+            "no Mcp-Name on tasks/get",
+            &get,
+            Box::new(|hs| remove(hs, "Mcp-Name")),
+        ),
+    ];
+    for (why, msg, edit) in cases {
+        let (status, body) = post_edited(&h, msg, edit);
+        assert_eq!(status, 200, "{why}: {body}");
+        assert!(body.get("result").is_some(), "{why}: {body}");
+    }
+}
+
+#[test]
+fn missing_capabilities_are_32021_with_400() {
+    let h = Harness::new();
+    let no_tasks = json!({"elicitation": {}});
+    let tasks_ext = json!({"extensions": {TASKS: {}}});
+    let cases = [
+        (
+            "tasks/get",
+            json!({"taskId": "x"}),
+            no_tasks.clone(),
+            json!({"extensions": {TASKS: {}}}),
+        ),
+        (
+            "tasks/update",
+            json!({"taskId": "x", "inputResponses": {}}),
+            no_tasks.clone(),
+            json!({"extensions": {TASKS: {}}}),
+        ),
+        (
+            "tasks/cancel",
+            json!({"taskId": "x"}),
+            json!({}),
+            json!({"extensions": {TASKS: {}}}),
+        ),
+        (
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": ["x"]}}),
+            json!({}),
+            json!({"extensions": {TASKS: {}}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "failing_job", "arguments": {}}),
+            json!({}),
+            json!({"extensions": {TASKS: {}}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "generate_report", "arguments": {"size": "small"}}),
+            tasks_ext,
+            json!({"elicitation": {"form": {}}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "generate_report", "arguments": {"size": "small"}}),
+            json!({"elicitation": {"url": {}}}),
+            json!({"extensions": {TASKS: {}}, "elicitation": {"form": {}}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "test_missing_capability", "arguments": {}}),
+            json!({}),
+            json!({"sampling": {}}),
+        ),
+    ];
+    for (method, params, caps, required) in cases {
+        let (status, body) = h.send_with(method, params, caps);
+        assert_eq!((status, code(&body)), (400, -32021), "{method}: {body}");
+        assert_eq!(
+            body["error"]["data"]["requiredCapabilities"], required,
+            "{method}"
+        );
+    }
+}
+
+#[test]
+fn other_invalid_params_are_32602() {
+    let h = Harness::new();
+    let cases = [
+        ("tools/call", json!({"name": "no_such_tool"})),
+        ("tools/call", json!({"arguments": {}})),
+        ("tasks/get", json!({"taskId": "tsk_never_issued"})),
+        ("tasks/get", json!({"taskId": 5})),
+        ("tasks/update", json!({"taskId": "tsk_never_issued"})),
+        ("tools/list", json!({"cursor": "abc"})),
+        ("subscriptions/listen", json!({})),
+        ("prompts/get", json!({"name": "nope"})),
+        ("resources/read", json!({"uri": "file:///nope"})),
+    ];
+    for (method, params) in cases {
+        let (status, body) = h.send(method, params.clone());
+        assert_eq!(code(&body), -32602, "{method} {params}: {body}");
+        assert_eq!(status, 200, "{method} {params}");
+    }
+}
+
+#[test]
+fn tool_argument_errors_are_tool_results() {
+    let h = Harness::new();
+    for (tool, args) in [
+        ("greet", json!({})),
+        ("slow_compute", json!({"seconds": -1})),
+        ("generate_report", json!({"size": "huge"})),
+    ] {
+        let r = h.ok("tools/call", json!({"name": tool, "arguments": args}));
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["isError"], true, "{tool}: {r}");
+        assert!(
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Invalid arguments"),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn http_level_refusals() {
+    let h = Harness::new();
+    let body = serde_json::to_vec(&request(1, "tools/list", json!({}))).unwrap();
+    let hs = standard_headers(&request(1, "tools/list", json!({})));
+    let mut refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    for m in ["GET", "DELETE", "PUT"] {
+        let r = h.request(m, "/mcp", &refs, b"");
+        assert_eq!((r.status, r.header("allow")), (405, Some("POST")), "{m}");
+    }
+    assert_eq!(h.request("POST", "/other", &refs, &body).status, 404);
+    let mut evil = refs.clone();
+    evil.push(("Origin", "http://evil.example.com"));
+    let r = h.post_raw(&evil, &body);
+    assert_eq!(r.status, 403);
+    assert_eq!(crate::support::body_json(&r)["error"]["code"], -32600);
+    let mut local = refs.clone();
+    local.push(("Origin", "http://localhost:8787"));
+    assert_eq!(h.post_raw(&local, &body).status, 200);
+    let big = vec![b' '; 1024 * 1024 + 1];
+    assert_eq!(h.post_raw(&refs, &big).status, 413);
+    refs.retain(|(n, _)| *n != "content-type");
+    refs.push(("content-type", "text/plain"));
+    assert_eq!(h.post_raw(&refs, &body).status, 415);
+}
