@@ -134,13 +134,13 @@ pub async fn handle<S: Store>(
             body: HttpBody::Empty,
         };
     }
-    if let Some(origin) = req.header("origin") {
-        if !origin_allowed(origin.trim(), &config.allowed_origins) {
-            return HttpResponse::rejected(
-                403,
-                RpcError::invalid_request("The request's Origin is not allowed."),
-            );
-        }
+    if let Some(origin) = req.header("origin")
+        && !origin_allowed(origin.trim(), &config.allowed_origins)
+    {
+        return HttpResponse::rejected(
+            403,
+            RpcError::invalid_request("The request's Origin is not allowed."),
+        );
     }
     if req.method != "POST" {
         return HttpResponse {

@@ -79,12 +79,12 @@ fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
                             .collect()
                     })
                 });
-            if let Some(allowed) = allowed {
-                if !allowed.contains(&s) {
-                    return Err(format!(
-                        "the field {name:?} is not one of the allowed values"
-                    ));
-                }
+            if let Some(allowed) = allowed
+                && !allowed.contains(&s)
+            {
+                return Err(format!(
+                    "the field {name:?} is not one of the allowed values"
+                ));
             }
             let len = s.chars().count() as u64;
             if prop

@@ -190,10 +190,10 @@ impl TaskRecord {
         if from.is_terminal() {
             return Ok(());
         }
-        if let Change::NeedInput { requests, .. } = &change {
-            if let Some(k) = requests.keys().find(|k| self.issued_keys.contains(*k)) {
-                return Err(ChangeError::KeyReused(k.clone()));
-            }
+        if let Change::NeedInput { requests, .. } = &change
+            && let Some(k) = requests.keys().find(|k| self.issued_keys.contains(*k))
+        {
+            return Err(ChangeError::KeyReused(k.clone()));
         }
         match change {
             Change::NeedInput {

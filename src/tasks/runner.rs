@@ -72,7 +72,7 @@ pub struct Claim {
 /// What claiming a due task led to.
 #[derive(Debug)]
 pub enum ClaimOutcome {
-    Claimed(Claim),
+    Claimed(Box<Claim>),
     /// Past its TTL: deleted.
     Purged,
     /// A cancellation request was honoured at this step boundary.
@@ -129,7 +129,7 @@ impl<S: Store> Runner<'_, S> {
 
     async fn advance(&self, key: &str, now: Millis, report: &mut TickReport) {
         let claim = match self.claim(key, now).await {
-            Ok(ClaimOutcome::Claimed(c)) => c,
+            Ok(ClaimOutcome::Claimed(c)) => *c,
             Ok(ClaimOutcome::Purged) => return report.purged += 1,
             Ok(ClaimOutcome::Cancelled) => {
                 report.cancelled += 1;
@@ -194,11 +194,11 @@ impl<S: Store> Runner<'_, S> {
         };
         record.lease = Some(lease.clone());
         match save(self.store, Some(version), &record).await? {
-            Ok(version) => Ok(ClaimOutcome::Claimed(Claim {
+            Ok(version) => Ok(ClaimOutcome::Claimed(Box::new(Claim {
                 version,
                 record,
                 lease,
-            })),
+            }))),
             Err(_) => Ok(ClaimOutcome::Skipped),
         }
     }

@@ -62,11 +62,12 @@ impl Subscription {
             if tasks.contains_key(task_id) {
                 continue;
             }
-            if let Some((_, r)) = load(store, task_id).await? {
-                if r.id == *task_id && r.visible_to(&owner, now) {
-                    tasks.insert(task_id.clone(), None);
-                    acknowledged.push(task_id.clone());
-                }
+            if let Some((_, r)) = load(store, task_id).await?
+                && r.id == *task_id
+                && r.visible_to(&owner, now)
+            {
+                tasks.insert(task_id.clone(), None);
+                acknowledged.push(task_id.clone());
             }
         }
         Ok(Subscription {

@@ -252,7 +252,7 @@ fn header_forms_that_are_accepted() {
             "lower-case header names",
             &call,
             Box::new(|hs| {
-                let old: Vec<_> = hs.drain(..).collect();
+                let old = std::mem::take(hs);
                 for (n, v) in old {
                     hs.push((Box::leak(n.to_ascii_lowercase().into_boxed_str()), v));
                 }

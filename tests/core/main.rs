@@ -1,6 +1,12 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 //! Host tests of the core through its HTTP function, with `MemoryStore` and
 //! a fixed clock.
 
 mod errors;
+mod fencing;
+mod lifecycle;
+mod listen;
+mod ownership;
 mod support;
 mod transcript;

@@ -54,7 +54,7 @@ pub struct Harness {
     pub server: Server<SharedStore>,
     pub now: Cell<i64>,
     pub owner: Owner,
-    next_id: Cell<i64>,
+    pub next_id: Cell<i64>,
 }
 
 impl Harness {
@@ -83,7 +83,7 @@ impl Harness {
         }
     }
 
-    pub fn as_owner(mut self, o: Owner) -> Self {
+    pub fn owned_by(mut self, o: Owner) -> Self {
         self.owner = o;
         self
     }

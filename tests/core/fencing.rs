@@ -1,0 +1,207 @@
+//! Leases and fencing: a runner that lost its lease cannot commit, a client
+//! write that races a step is kept, every step commits exactly once.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::protocol::tasks::TaskStatus;
+use mcp_tasks_edge::store::{Entry, MemoryStore, Store, StoreError, Version};
+use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome};
+use mcp_tasks_edge::time::Millis;
+use serde_json::json;
+
+use crate::support::Harness;
+
+fn claimed(outcome: ClaimOutcome) -> mcp_tasks_edge::tasks::runner::Claim {
+    match outcome {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_runner_paused_past_its_lease_cannot_commit() {
+    let store = Arc::new(MemoryStore::new());
+    let a = Harness::over(store.clone(), 1);
+    let b = Harness::over(store.clone(), 2);
+    assert_ne!(a.server.runner_id(), b.server.runner_id());
+    let task = a.start("slow_compute", json!({"seconds": 1}));
+    let t1 = a.now.get() + 1_000;
+    let lease = a.server.config().lease_ms as i64;
+
+    // A claims, then stalls past its lease.
+    let claim_a = claimed(block_on(a.server.runner().claim(&task, t1)).unwrap());
+    let out_a = a.server.runner().step(&claim_a, t1);
+    // While A holds the lease, B cannot take the task.
+    assert!(matches!(
+        block_on(b.server.runner().claim(&task, t1 + 10)).unwrap(),
+        ClaimOutcome::Skipped
+    ));
+    // After it expires, B takes over and commits.
+    let t2 = t1 + lease + 1;
+    let claim_b = claimed(block_on(b.server.runner().claim(&task, t2)).unwrap());
+    let out_b = b.server.runner().step(&claim_b, t2);
+    assert_eq!(
+        block_on(b.server.runner().commit(claim_b, out_b, t2)).unwrap(),
+        CommitOutcome::Committed(TaskStatus::Completed)
+    );
+
+    // A wakes up: by its own clock the lease is gone...
+    assert_eq!(
+        block_on(
+            a.server
+                .runner()
+                .commit(claim_a.clone(), out_a.clone(), t2 + 5)
+        )
+        .unwrap(),
+        CommitOutcome::LeaseExpired
+    );
+    // ...and even with a clock that lags (thinking the lease still runs), the
+    // version fence stops it.
+    assert_eq!(
+        block_on(a.server.runner().commit(claim_a, out_a, t1 + 1)).unwrap(),
+        CommitOutcome::Fenced
+    );
+    b.now.set(t2);
+    let t = b.get(&task);
+    assert_eq!(t["status"], "completed");
+    let entry = block_on(store.get(&task)).unwrap().unwrap();
+    let record: mcp_tasks_edge::tasks::record::TaskRecord =
+        serde_json::from_str(&entry.body).unwrap();
+    assert_eq!(record.steps, 1, "exactly one step committed");
+}
+
+#[test]
+fn a_crashed_runners_task_comes_back_after_the_lease() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 1}));
+    h.advance(1_000);
+    // Claim and never commit (the runner died).
+    let _lost = claimed(block_on(h.server.runner().claim(&task, h.now.get())).unwrap());
+    assert_eq!(h.tick().stepped, 0, "leased: nobody else steps it");
+    h.advance(h.server.config().lease_ms as i64);
+    assert_eq!(h.tick().stepped, 1);
+    assert_eq!(h.status(&task), "completed");
+}
+
+/// A store that, just before one chosen `put`, lets another writer in.
+struct Interleaved<'a> {
+    inner: &'a MemoryStore,
+    arm: Cell<bool>,
+    interloper: Box<dyn Fn(&MemoryStore) + 'a>,
+}
+
+impl Store for Interleaved<'_> {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        body: &str,
+        due_at: Option<Millis>,
+    ) -> Result<Version, StoreError> {
+        if self.arm.replace(false) {
+            (self.interloper)(self.inner);
+        }
+        self.inner.put(key, expected, body, due_at).await
+    }
+    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+        self.inner.delete(key, expected).await
+    }
+    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.due(now, limit).await
+    }
+    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
+        self.inner.next_due().await
+    }
+}
+
+#[test]
+fn concurrent_updates_to_different_keys_both_land() {
+    let h = Harness::new();
+    let task = h.start("multi_input", json!({}));
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "input_required");
+    let store = h.store.clone();
+    let owner = h.owner.clone();
+    let now = h.now.get();
+    let task2 = task.clone();
+    // Another client's update for "approval" lands between our read and write.
+    let interleaved = Interleaved {
+        inner: &store,
+        arm: Cell::new(true),
+        interloper: Box::new(move |inner| {
+            let other = mcp_tasks_edge::tasks::TaskService::new(inner);
+            let answer = json!({"approval": {"action": "accept", "content": {"confirm": true}}});
+            block_on(other.update(&owner, &task2, answer.as_object().unwrap(), now)).unwrap();
+        }),
+    };
+    let ours = mcp_tasks_edge::tasks::TaskService::new(&interleaved);
+    let answer = json!({"reviewer": {"action": "accept", "content": {"name": "carol"}}});
+    block_on(ours.update(&h.owner, &task, answer.as_object().unwrap(), now)).unwrap();
+    assert_eq!(h.status(&task), "working", "both answers arrived");
+    let t = h.run_until_settled(&task, 100, 3);
+    assert_eq!(
+        t["result"]["structuredContent"],
+        json!({"reviewer": "carol", "approved": true})
+    );
+}
+
+#[test]
+fn a_cancel_racing_a_lease_is_kept() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 1}));
+    h.advance(1_000);
+    let store = h.store.clone();
+    let owner = h.owner.clone();
+    let now = h.now.get();
+    let t2 = task.clone();
+    let interleaved = Interleaved {
+        inner: &store,
+        arm: Cell::new(true),
+        interloper: Box::new(move |inner| {
+            block_on(mcp_tasks_edge::tasks::TaskService::new(inner).cancel(&owner, &t2, now))
+                .unwrap();
+        }),
+    };
+    let runner = mcp_tasks_edge::tasks::runner::Runner {
+        store: &interleaved,
+        tools: &mcp_tasks_edge::tools::ToolSet::new(mcp_tasks_edge::tools::ToolSelection::All),
+        id: "r",
+        lease_ms: 30_000,
+    };
+    // The claim's write conflicts with the cancel: the runner backs off.
+    assert!(matches!(
+        block_on(runner.claim(&task, now)).unwrap(),
+        ClaimOutcome::Skipped
+    ));
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn two_runners_ticking_in_turn_commit_every_step_once() {
+    let store = Arc::new(MemoryStore::new());
+    let a = Harness::over(store.clone(), 1);
+    let b = Harness::over(store.clone(), 2);
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        let h = if i % 2 == 0 { &a } else { &b };
+        ids.push(h.start("slow_compute", json!({"seconds": 1 + (i % 3)})));
+    }
+    let mut stepped = 0;
+    for round in 0..10 {
+        for h in [&a, &b] {
+            h.now.set(crate::support::T0 + 500 * round);
+            stepped += h.tick().stepped;
+        }
+    }
+    assert_eq!(stepped, 50, "one step per task, whichever runner took it");
+    for id in &ids {
+        let e = block_on(store.get(id)).unwrap().unwrap();
+        let r: mcp_tasks_edge::tasks::record::TaskRecord = serde_json::from_str(&e.body).unwrap();
+        assert_eq!((r.status(), r.steps), (TaskStatus::Completed, 1), "{id}");
+    }
+}

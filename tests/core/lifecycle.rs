@@ -1,0 +1,439 @@
+//! The task lifecycle through the HTTP function: input rounds, partial
+//! updates, lifetime-unique keys, cancellation in every state, failure
+//! semantics, server-directed task creation and MRTR before a task.
+
+use mcp_tasks_edge::ids::SequentialIds;
+use mcp_tasks_edge::protocol::tools::{
+    CallToolResult, InputRequest, InputRequests, ToolDescriptor,
+};
+use mcp_tasks_edge::server::Server;
+use mcp_tasks_edge::tools::{
+    CallError, CallPlan, Requirements, StepContext, StepOutcome, TaskStart, TaskSupport, Tool,
+    ToolCall, ToolSet,
+};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, caps, config, meta};
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+fn update(h: &Harness, task: &str, responses: Value) -> (u16, Value) {
+    h.send(
+        "tasks/update",
+        json!({"taskId": task, "inputResponses": responses}),
+    )
+}
+
+fn wait_for_input(h: &Harness, task: &str) -> Value {
+    let t = h.run_until_settled(task, 100, 20);
+    assert_eq!(t["status"], "input_required", "{t}");
+    t
+}
+
+#[test]
+fn partial_update_keeps_the_task_waiting_and_lists_only_outstanding_keys() {
+    let h = Harness::new();
+    let task = h.start("multi_input", json!({}));
+    let t = wait_for_input(&h, &task);
+    let keys: Vec<String> = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(keys, ["approval", "reviewer"]);
+
+    let (_, ack) = update(
+        &h,
+        &task,
+        json!({"approval": accept(json!({"name": "partial-1", "confirm": true}))}),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    let t = h.get(&task);
+    assert_eq!(t["status"], "input_required");
+    assert_eq!(
+        t["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["reviewer"]
+    );
+
+    // Already answered, unknown and junk keys are ignored, and still acked.
+    let before = h.store.len();
+    let (_, ack) = update(
+        &h,
+        &task,
+        json!({"approval": accept(json!({"confirm": false})), "unknown-key": {"ignored": true}}),
+    );
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    assert_eq!(h.store.len(), before);
+    assert_eq!(h.status(&task), "input_required");
+
+    update(
+        &h,
+        &task,
+        json!({"reviewer": accept(json!({"name": "partial-2", "confirm": true}))}),
+    );
+    assert_eq!(h.status(&task), "working");
+    let done = h.run_until_settled(&task, 100, 5);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({"reviewer": "partial-2", "approved": true}),
+        "the first answer was kept"
+    );
+}
+
+#[test]
+fn an_answer_that_does_not_fit_its_request_is_refused_and_changes_nothing() {
+    let h = Harness::new();
+    let task = h.start("confirm_delete", json!({"filename": "a.txt"}));
+    let before = wait_for_input(&h, &task);
+    for bad in [
+        json!("yes"),
+        json!({"action": "accept", "content": {"confirm": "yes"}}),
+        json!({"action": "accept"}),
+    ] {
+        let (status, body) = update(&h, &task, json!({"confirm": bad}));
+        assert_eq!(
+            (status, body["error"]["code"].as_i64()),
+            (200, Some(-32602)),
+            "{body}"
+        );
+    }
+    assert_eq!(h.get(&task), before);
+}
+
+/// A tool that asks twice under the same key: the core refuses the second
+/// round and fails the task.
+struct ReusesKeys;
+
+impl Tool for ReusesKeys {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "reuse",
+            title: None,
+            description: "asks twice with one key",
+            input_schema: json!({"type": "object", "properties": {}}),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+    fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Task(TaskStart {
+            state: json!(0),
+            first_step_in_ms: 0,
+            message: None,
+        }))
+    }
+    fn step(&self, s: &StepContext<'_>) -> StepOutcome {
+        let round = s.state.as_i64().unwrap_or(0);
+        if round < 2 {
+            let mut r = InputRequests::new();
+            r.insert(
+                "same".into(),
+                InputRequest::elicit_form("again?", json!({"type": "object", "properties": {}})),
+            );
+            return StepOutcome::NeedInput {
+                state: json!(round + 1),
+                requests: r,
+                message: None,
+            };
+        }
+        StepOutcome::Complete(CallToolResult::text("unreachable"))
+    }
+}
+
+#[test]
+fn input_keys_are_unique_over_the_tasks_life() {
+    let store = std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new());
+    let server = Server::with_tools(
+        store.clone(),
+        config(),
+        ToolSet::from_tools(vec![Box::new(ReusesKeys)]),
+        Box::new(SequentialIds::starting_at(5)),
+    )
+    .unwrap();
+    let h = Harness {
+        server,
+        ..Harness::over(store, 9)
+    };
+    let task = h.start("reuse", json!({}));
+    wait_for_input(&h, &task);
+    update(
+        &h,
+        &task,
+        json!({"same": {"action": "accept", "content": {}}}),
+    );
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert_eq!(t["error"]["code"], -32603);
+    assert!(
+        t["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("reused an input key")
+    );
+}
+
+#[test]
+fn cancel_while_waiting_on_a_timer_is_immediate() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 60, "label": "x"}));
+    let (_, ack) = h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    let t = h.get(&task);
+    assert_eq!(t["status"], "cancelled");
+    assert!(t.get("result").is_none() && t.get("error").is_none());
+    // Idempotent, and the runner has nothing left to do.
+    let (_, again) = h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(again["result"], json!({"resultType": "complete"}));
+    h.advance(61_000);
+    assert_eq!(h.tick().stepped, 0);
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn cancel_while_waiting_on_input_is_immediate() {
+    let h = Harness::new();
+    let task = h.start("generate_report", json!({"size": "small"}));
+    wait_for_input(&h, &task);
+    h.send("tasks/cancel", json!({"taskId": task}));
+    let t = h.get(&task);
+    assert_eq!(t["status"], "cancelled");
+    assert!(t.get("inputRequests").is_none());
+    // Answering a cancelled task's old request is ignored.
+    update(
+        &h,
+        &task,
+        json!({"approve_outline": accept(json!({"approved": true}))}),
+    );
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn cancel_on_a_terminal_task_acks_and_changes_nothing() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 1}));
+    let done = h.run_until_settled(&task, 1_000, 3);
+    assert_eq!(done["status"], "completed");
+    let (status, ack) = h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(
+        (status, ack["result"].clone()),
+        (200, json!({"resultType": "complete"}))
+    );
+    assert_eq!(h.get(&task), done);
+}
+
+#[test]
+fn cancel_during_a_running_step_is_honoured_at_the_step_boundary() {
+    let h = Harness::new();
+    let task = h.start("generate_report", json!({"size": "medium"}));
+    h.advance(1_000);
+    let runner = h.server.runner();
+    let claim = match mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap() {
+        mcp_tasks_edge::tasks::runner::ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    // The client cancels while the step runs: only the intent is recorded.
+    h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(h.status(&task), "working");
+    let outcome = runner.step(&claim, h.now.get());
+    let committed = mcp_tasks_edge::block_on(runner.commit(claim, outcome, h.now.get())).unwrap();
+    assert_eq!(
+        committed,
+        mcp_tasks_edge::tasks::runner::CommitOutcome::Committed(
+            mcp_tasks_edge::protocol::tasks::TaskStatus::Cancelled
+        )
+    );
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn tool_errors_complete_and_protocol_errors_fail() {
+    let h = Harness::new();
+    let failing = h.start("failing_job", json!({}));
+    let t = h.run_until_settled(&failing, 1_000, 3);
+    assert_eq!(t["status"], "completed");
+    assert_eq!(t["result"]["isError"], true);
+    assert_eq!(t["result"]["resultType"], "complete");
+    assert!(t.get("error").is_none());
+
+    let broken = h.start("protocol_error_job", json!({}));
+    let t = h.run_until_settled(&broken, 1_000, 3);
+    assert_eq!(t["status"], "failed");
+    assert_eq!(t["error"]["code"], -32603);
+    assert!(t["error"]["message"].is_string());
+    assert!(t["statusMessage"].is_string());
+    assert!(t.get("result").is_none());
+}
+
+#[test]
+fn declining_or_cancelling_the_approval_has_a_defined_outcome() {
+    let h = Harness::new();
+    let declined = h.start("generate_report", json!({"size": "small"}));
+    wait_for_input(&h, &declined);
+    update(
+        &h,
+        &declined,
+        json!({"approve_outline": {"action": "decline"}}),
+    );
+    let t = h.run_until_settled(&declined, 100, 3);
+    assert_eq!(t["status"], "completed");
+    assert_eq!(
+        t["result"]["structuredContent"],
+        json!({"size": "small", "approved": false})
+    );
+    assert_eq!(t["result"]["isError"], false);
+
+    let dismissed = h.start("generate_report", json!({"size": "small"}));
+    wait_for_input(&h, &dismissed);
+    update(
+        &h,
+        &dismissed,
+        json!({"approve_outline": {"action": "cancel"}}),
+    );
+    let t = h.run_until_settled(&dismissed, 100, 3);
+    assert_eq!(t["status"], "cancelled");
+}
+
+#[test]
+fn the_server_decides_per_call() {
+    let h = Harness::new();
+    // Never a task, even with a legacy hint.
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "World"}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["content"][0]["text"], "Hello, World!");
+    assert!(r.get("taskId").is_none());
+    // Optional: synchronous without the extension or for zero seconds.
+    let (_, r) = h.send_with(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 5}}),
+        json!({}),
+    );
+    assert_eq!(r["result"]["resultType"], "complete");
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "instant"}}),
+    );
+    assert_eq!(r["resultType"], "complete");
+    // A task otherwise, persisted before the handle is returned.
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 2}}),
+    );
+    assert_eq!(r["resultType"], "task");
+    for k in [
+        "result",
+        "error",
+        "inputRequests",
+        "requestState",
+        "task",
+        "ttl",
+        "pollInterval",
+    ] {
+        assert!(r.get(k).is_none(), "{k} in {r}");
+    }
+    assert!(r["ttlMs"].as_u64().unwrap() > 0 && r["pollIntervalMs"].as_u64().unwrap() > 0);
+    let id = r["taskId"].as_str().unwrap();
+    assert_eq!(h.get(id)["status"], "working");
+    // Two seconds of work: not done after one.
+    h.advance(1_000);
+    h.tick();
+    assert_eq!(h.status(id), "working");
+    h.advance(1_000);
+    h.tick();
+    assert_eq!(h.status(id), "completed");
+}
+
+#[test]
+fn mrtr_rounds_come_before_the_task() {
+    let h = Harness::new();
+    let r1 = h.ok(
+        "tools/call",
+        json!({"name": "test_tool_with_task", "arguments": {}}),
+    );
+    assert_eq!(r1["resultType"], "input_required");
+    assert!(r1.get("taskId").is_none());
+    let key = r1["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let state = r1["requestState"].as_str().unwrap().to_owned();
+    let round2 = json!({"name": "test_tool_with_task", "arguments": {}, "inputResponses": {&key: accept(json!({"name": "Alice"}))}, "requestState": state});
+    let r2 = h.ok("tools/call", round2.clone());
+    assert_eq!(r2["resultType"], "task");
+    assert!(r2.get("requestState").is_none() && r2.get("inputRequests").is_none());
+    let task = r2["taskId"].as_str().unwrap().to_owned();
+    // Replaying the round does not create a second task.
+    let r3 = h.ok("tools/call", round2.clone());
+    assert_eq!(r3["taskId"], r2["taskId"]);
+    let tasks_before = h.store.len();
+    let t = h.run_until_settled(&task, 500, 4);
+    assert_eq!(t["status"], "completed");
+    assert!(
+        t["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Alice")
+    );
+    assert_eq!(h.store.len(), tasks_before);
+
+    // Tampered, or replayed by someone else: refused.
+    let mut tampered = round2.clone();
+    tampered["requestState"] = json!(format!("{}-TAMPERED", r1["requestState"].as_str().unwrap()));
+    let (_, e) = h.send("tools/call", tampered);
+    assert_eq!(e["error"]["code"], -32602);
+    let bob = Harness::over(h.store.clone(), 7).owned_by(crate::support::owner("acme", "bob"));
+    let (_, e) = bob.send("tools/call", round2.clone());
+    assert_eq!(e["error"]["code"], -32602);
+    // Expired.
+    h.advance(700_000);
+    let (_, e) = h.send("tools/call", round2);
+    assert_eq!(e["error"]["code"], -32602);
+}
+
+#[test]
+fn every_result_carries_result_type_and_lists_are_cacheable() {
+    let h = Harness::new();
+    let d = h.ok("server/discover", json!({}));
+    assert_eq!(d["resultType"], "complete");
+    assert_eq!(
+        d["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+        json!({})
+    );
+    assert!(d["capabilities"].get("tasks").is_none());
+    assert_eq!(
+        d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-tasks-edge"
+    );
+    let first = h.ok("tools/list", json!({}));
+    for _ in 0..3 {
+        assert_eq!(h.ok("tools/list", json!({})), first, "deterministic");
+    }
+    for m in [
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ] {
+        let r = h.ok(m, json!({}));
+        assert_eq!(r["resultType"], "complete", "{m}");
+        assert!(r["ttlMs"].is_u64(), "{m}");
+        assert_eq!(r["cacheScope"], "public", "{m}");
+    }
+    let _ = meta(caps());
+}

@@ -1,0 +1,129 @@
+//! `subscriptions/listen`: the acknowledgement, snapshots as the task moves,
+//! and the graceful end, as the SSE frames an adapter writes.
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::http::{EventStream, HttpBody, Next};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, caps, meta, standard_headers};
+
+fn frame_json(bytes: &[u8]) -> Value {
+    let text = std::str::from_utf8(bytes).unwrap();
+    let data = text
+        .strip_prefix("data: ")
+        .and_then(|t| t.strip_suffix("\n\n"))
+        .unwrap_or_else(|| panic!("not one data line: {text:?}"));
+    assert!(!data.contains('\n'));
+    serde_json::from_str(data).unwrap()
+}
+
+/// Opens a listen stream for `task_ids`; returns the acknowledgement and the stream.
+pub fn open(h: &Harness, task_ids: Value) -> (Value, EventStream) {
+    let mut params = json!({"notifications": {"taskIds": task_ids, "toolsListChanged": true}});
+    params["_meta"] = meta(caps());
+    let msg = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params});
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let resp = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.header("content-type"), Some("text/event-stream"));
+    let HttpBody::Events(mut stream) = resp.body else {
+        panic!("not a stream")
+    };
+    let Next::Send(first) = block_on(stream.next(h.store.as_ref(), h.now.get())) else {
+        panic!("no acknowledgement")
+    };
+    (frame_json(&first), stream)
+}
+
+/// Collects frames until the stream waits or ends.
+fn drain(h: &Harness, stream: &mut EventStream) -> (Vec<Value>, bool) {
+    let mut frames = Vec::new();
+    loop {
+        match block_on(stream.next(h.store.as_ref(), h.now.get())) {
+            Next::Send(b) => frames.push(frame_json(&b)),
+            Next::Wait(ms) => {
+                assert!(ms > 0);
+                return (frames, false);
+            }
+            Next::End => return (frames, true),
+        }
+    }
+}
+
+#[test]
+fn snapshots_follow_the_task_to_completion() {
+    let h = Harness::new();
+    let task = h.start("generate_report", json!({"size": "large"}));
+    let (ack, mut stream) = open(&h, json!([task]));
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"taskIds": [task]}),
+        "list changes are not offered"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    assert_eq!(frames.len(), 1, "the current snapshot");
+    let snap = &frames[0];
+    assert_eq!(snap["method"], "notifications/tasks");
+    assert_eq!(
+        snap["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    assert_eq!(snap["params"]["status"], "working");
+    assert!(snap.get("id").is_none());
+
+    // Nothing changed: nothing sent.
+    assert_eq!(drain(&h, &mut stream).0.len(), 0);
+
+    h.advance(1_000);
+    h.tick();
+    let (frames, _) = drain(&h, &mut stream);
+    assert_eq!(frames.len(), 1);
+    let mut snap = frames[0]["params"].clone();
+    let get = h.get(&task);
+    // The same snapshot tasks/get returns (tasks/get adds resultType and serverInfo).
+    snap.as_object_mut().unwrap().remove("_meta");
+    let mut expected = get.clone();
+    expected.as_object_mut().unwrap().remove("_meta");
+    expected.as_object_mut().unwrap().remove("resultType");
+    assert_eq!(snap, expected);
+    assert_eq!(snap["status"], "input_required");
+
+    h.send("tasks/update", json!({"taskId": task, "inputResponses": {"approve_outline": {"action": "accept", "content": {"approved": true}}}}));
+    h.tick();
+    let (frames, ended) = drain(&h, &mut stream);
+    let statuses: Vec<_> = frames
+        .iter()
+        .filter(|f| f["method"] == "notifications/tasks")
+        .map(|f| f["params"]["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!("completed")]);
+    let last = frames.last().unwrap();
+    assert_eq!(
+        last["id"], "listen-1",
+        "the listen request's result ends the stream"
+    );
+    assert_eq!(
+        last["result"],
+        json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}})
+    );
+    assert!(ended);
+}
+
+#[test]
+fn a_subscription_with_nothing_to_report_ends_at_once() {
+    let h = Harness::new();
+    let (ack, mut stream) = open(&h, json!(["tsk_not_there"]));
+    assert_eq!(ack["params"]["notifications"], json!({}));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    assert_eq!(frames.len(), 1);
+    assert!(frames[0].get("result").is_some());
+}

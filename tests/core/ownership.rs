@@ -1,0 +1,107 @@
+//! Ownership and expiry: a foreign, an expired, a purged and a never-issued
+//! id answer byte-identically, and nothing foreign changes.
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::store::Store;
+use serde_json::{Value, json};
+
+use crate::support::{Harness, owner, standard_headers};
+
+/// The raw response bytes for `method` on `task`, always with request id 42.
+fn probe(h: &Harness, method: &str, task: &str) -> (u16, Vec<u8>) {
+    let mut params = json!({"taskId": task});
+    if method == "tasks/update" {
+        params["inputResponses"] =
+            json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    }
+    params["_meta"] = crate::support::meta(crate::support::caps());
+    let msg = json!({"jsonrpc": "2.0", "id": 42, "method": method, "params": params});
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    (r.status, r.body_bytes().to_vec())
+}
+
+#[test]
+fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
+    let alice = Harness::new();
+    let store = alice.store.clone();
+    let mine = alice.start("confirm_delete", json!({"filename": "a"}));
+    alice.run_until_settled(&mine, 100, 3);
+    let expiring = alice.start("slow_compute", json!({"seconds": 60}));
+    let purged = alice.start("slow_compute", json!({"seconds": 60}));
+
+    let ttl = alice.server.config().task_ttl_ms as i64;
+    let bob = Harness::over(store.clone(), 2).owned_by(owner("acme", "bob"));
+    let mallory = Harness::over(store.clone(), 3).owned_by(owner("evil-corp", "alice"));
+    // Move everyone past the TTL of the two slow tasks but not of `mine`?
+    // All were created at the same instant, so expire by moving alice's
+    // clock only for the expired probes below.
+    let reference = probe(&alice, "tasks/get", "tsk_never_issued_AAAAAAAAAA");
+    assert_eq!(reference.0, 200);
+    let v: Value = serde_json::from_slice(&reference.1).unwrap();
+    assert_eq!(v["error"]["code"], -32602);
+
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let unknown = probe(&alice, method, "tsk_never_issued_AAAAAAAAAA");
+        assert_eq!(
+            probe(&bob, method, &mine),
+            unknown,
+            "{method}: other principal, same tenant"
+        );
+        assert_eq!(
+            probe(&mallory, method, &mine),
+            unknown,
+            "{method}: same principal name, other tenant"
+        );
+        // The unknown answer names no id, so it is the same for any id.
+        assert_eq!(probe(&alice, method, "random-id-123"), unknown, "{method}");
+    }
+    // Nothing foreign changed the task.
+    let before = block_on(store.get(&mine)).unwrap();
+    for h in [&bob, &mallory] {
+        probe(h, "tasks/update", &mine);
+        probe(h, "tasks/cancel", &mine);
+    }
+    assert_eq!(block_on(store.get(&mine)).unwrap(), before);
+    assert_eq!(alice.status(&mine), "input_required");
+
+    // Expired but not yet purged, then purged by the sweep.
+    alice.advance(ttl);
+    let unknown = probe(&alice, "tasks/get", "tsk_never_issued_AAAAAAAAAA");
+    assert_eq!(probe(&alice, "tasks/get", &expiring), unknown, "expired");
+    let report = alice.tick();
+    assert_eq!(report.purged, 3, "{report}");
+    assert!(store.is_empty());
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        assert_eq!(
+            probe(&alice, method, &purged),
+            probe(&alice, method, "tsk_never_issued_AAAAAAAAAA"),
+            "{method}: purged"
+        );
+    }
+}
+
+#[test]
+fn a_task_stays_readable_until_its_ttl() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 1}));
+    let created = h.get(&task);
+    let ttl = created["ttlMs"].as_i64().unwrap();
+    h.advance(ttl - 1);
+    h.tick();
+    assert_eq!(h.status(&task), "completed");
+    h.advance(1);
+    let (_, e) = h.send("tasks/get", json!({"taskId": task}));
+    assert_eq!(e["error"]["code"], -32602);
+}
+
+#[test]
+fn listen_acknowledges_only_the_callers_own_tasks() {
+    let alice = Harness::new();
+    let mine = alice.start("slow_compute", json!({"seconds": 60}));
+    let bob = Harness::over(alice.store.clone(), 2).owned_by(owner("acme", "bob"));
+    let theirs = bob.start("slow_compute", json!({"seconds": 60}));
+    let ack = crate::listen::open(&alice, json!([mine, theirs, "tsk_unknown"])).0;
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([mine]));
+}
