@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use crate::auth::AuthError;
 use crate::error::RpcError;
 use crate::protocol::jsonrpc::error_bytes;
 use crate::server::{HeaderValue, Mirror, Reply, RequestContext, Server};
@@ -120,19 +121,44 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// Handles one HTTP request to the server.
+/// Handles one HTTP request: authenticates the caller with the configured
+/// [`crate::auth::Auth`], then serves it. This is what adapters call.
 pub async fn handle<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    now: Millis,
+) -> HttpResponse {
+    if req.path != server.config().endpoint_path {
+        return not_found();
+    }
+    match server.config().auth.authenticate(req, now) {
+        Ok(owner) => serve(server, req, &RequestContext { owner, now }).await,
+        Err(AuthError::NotConfigured) => HttpResponse::rejected(
+            503,
+            RpcError::internal(
+                "Authentication is not configured on this server, so it serves no requests.",
+            ),
+        ),
+    }
+}
+
+fn not_found() -> HttpResponse {
+    HttpResponse {
+        status: 404,
+        headers: Vec::new(),
+        body: HttpBody::Empty,
+    }
+}
+
+/// Serves one HTTP request for an already authenticated caller.
+pub async fn serve<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
 ) -> HttpResponse {
     let config = server.config();
     if req.path != config.endpoint_path {
-        return HttpResponse {
-            status: 404,
-            headers: Vec::new(),
-            body: HttpBody::Empty,
-        };
+        return not_found();
     }
     if let Some(origin) = req.header("origin")
         && !origin_allowed(origin.trim(), &config.allowed_origins)

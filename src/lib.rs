@@ -10,6 +10,8 @@
 //! (JSON-RPC, negotiation, dispatch) → [`tasks`] (records, state machine,
 //! service, runner) → [`tools`] → [`store`] → [`protocol`] (wire types).
 
+pub mod auth;
+pub mod config;
 pub mod crypto;
 pub mod error;
 pub mod http;

@@ -23,70 +23,9 @@ use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
 use crate::tasks::{TaskService, load};
 use crate::time::Millis;
-use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall, ToolSelection, ToolSet};
+use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall, ToolSet};
 
-/// Server settings. Every duration is in milliseconds.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub server_name: String,
-    pub server_version: String,
-    pub instructions: Option<String>,
-    /// Which tools to offer.
-    pub tools: ToolSelection,
-    /// Task lifetime from creation (`ttlMs`).
-    pub task_ttl_ms: u64,
-    /// Suggested polling interval (`pollIntervalMs`).
-    pub poll_interval_ms: u64,
-    /// How long a runner's claim on a task lasts.
-    pub lease_ms: u64,
-    /// Most tasks one tick advances.
-    pub tick_budget: usize,
-    /// Key for `requestState` integrity tags and derived ids. Must be secret
-    /// and shared by every replica.
-    pub state_secret: Vec<u8>,
-    /// How long a `requestState` stays valid.
-    pub request_state_ttl_ms: u64,
-    /// Cache hints on `server/discover` and the lists.
-    pub discover_ttl_ms: u64,
-    pub list_ttl_ms: u64,
-    /// How often a listen stream looks for changes, and its longest life.
-    pub listen_poll_ms: u64,
-    pub listen_max_ms: u64,
-    /// The MCP endpoint's path.
-    pub endpoint_path: String,
-    /// Largest request body accepted (HTTP 413 beyond).
-    pub max_body_bytes: usize,
-    /// Origins a browser may call from. An entry may end in `:*` to allow
-    /// any port. Requests without an `Origin` header are not affected.
-    pub allowed_origins: Vec<String>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            server_name: "mcp-tasks-edge".to_owned(),
-            server_version: env!("CARGO_PKG_VERSION").to_owned(),
-            instructions: None,
-            tools: ToolSelection::Demo,
-            task_ttl_ms: 3_600_000,
-            poll_interval_ms: 1_000,
-            lease_ms: 30_000,
-            tick_budget: 100,
-            state_secret: Vec::new(),
-            request_state_ttl_ms: 600_000,
-            discover_ttl_ms: 3_600_000,
-            list_ttl_ms: 300_000,
-            listen_poll_ms: 500,
-            listen_max_ms: 300_000,
-            endpoint_path: "/mcp".to_owned(),
-            max_body_bytes: 1024 * 1024,
-            allowed_origins: vec![
-                "http://localhost:*".to_owned(),
-                "http://127.0.0.1:*".to_owned(),
-            ],
-        }
-    }
-}
+pub use crate::config::Config;
 
 /// Who is asking, and when. The adapter authenticates the request and reads
 /// the platform clock.

@@ -413,3 +413,39 @@ fn http_level_refusals() {
     refs.push(("content-type", "text/plain"));
     assert_eq!(h.post_raw(&refs, &body).status, 415);
 }
+
+#[test]
+fn a_server_without_auth_serves_nothing() {
+    use mcp_tasks_edge::auth::Auth;
+    use mcp_tasks_edge::http::{HttpRequest, handle};
+    let msg = request(1, "tools/list", json!({}));
+    let headers: Vec<(String, String)> = standard_headers(&msg)
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b))
+        .collect();
+    let body = serde_json::to_vec(&msg).unwrap();
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        headers: &headers,
+        body: &body,
+    };
+    let mut cfg = crate::support::config();
+    cfg.auth = Auth::Unconfigured;
+    let h = Harness::with_config(
+        std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new()),
+        1,
+        cfg.clone(),
+    );
+    let r = mcp_tasks_edge::block_on(handle(&h.server, &req, 0));
+    assert_eq!(r.status, 503);
+    assert_eq!(crate::support::body_json(&r)["error"]["code"], -32603);
+    cfg.auth = Auth::InsecureLocal(crate::support::owner("local", "dev"));
+    let h = Harness::with_config(
+        std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new()),
+        1,
+        cfg,
+    );
+    let r = mcp_tasks_edge::block_on(handle(&h.server, &req, 0));
+    assert_eq!(r.status, 200);
+}

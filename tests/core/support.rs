@@ -125,7 +125,7 @@ impl Harness {
             headers: &headers,
             body,
         };
-        block_on(http::handle(&self.server, &req, &self.ctx()))
+        block_on(http::serve(&self.server, &req, &self.ctx()))
     }
 
     /// POSTs a JSON-RPC message with the headers a conforming client derives

@@ -1,0 +1,239 @@
+//! Server settings, and reading them from a platform's environment
+//! (Worker variables and secrets, WASI environment variables).
+
+use crate::auth::Auth;
+use crate::tasks::record::Owner;
+use crate::tools::ToolSelection;
+
+/// Server settings. Every duration is in milliseconds.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server_name: String,
+    pub server_version: String,
+    pub instructions: Option<String>,
+    /// Which tools to offer.
+    pub tools: ToolSelection,
+    /// Task lifetime from creation (`ttlMs`).
+    pub task_ttl_ms: u64,
+    /// Suggested polling interval (`pollIntervalMs`).
+    pub poll_interval_ms: u64,
+    /// How long a runner's claim on a task lasts.
+    pub lease_ms: u64,
+    /// Most tasks one tick advances.
+    pub tick_budget: usize,
+    /// Key for `requestState` integrity tags and derived ids. Must be secret
+    /// and shared by every replica.
+    pub state_secret: Vec<u8>,
+    /// How long a `requestState` stays valid.
+    pub request_state_ttl_ms: u64,
+    /// Cache hints on `server/discover` and the lists.
+    pub discover_ttl_ms: u64,
+    pub list_ttl_ms: u64,
+    /// How often a listen stream looks for changes, and its longest life.
+    pub listen_poll_ms: u64,
+    pub listen_max_ms: u64,
+    /// The MCP endpoint's path.
+    pub endpoint_path: String,
+    /// Largest request body accepted (HTTP 413 beyond).
+    pub max_body_bytes: usize,
+    /// Origins a browser may call from. An entry may end in `:*` to allow
+    /// any port. Requests without an `Origin` header are not affected.
+    pub allowed_origins: Vec<String>,
+    /// How callers are identified.
+    pub auth: Auth,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server_name: "mcp-tasks-edge".to_owned(),
+            server_version: env!("CARGO_PKG_VERSION").to_owned(),
+            instructions: None,
+            tools: ToolSelection::Demo,
+            task_ttl_ms: 3_600_000,
+            poll_interval_ms: 1_000,
+            lease_ms: 30_000,
+            tick_budget: 100,
+            state_secret: Vec::new(),
+            request_state_ttl_ms: 600_000,
+            discover_ttl_ms: 3_600_000,
+            list_ttl_ms: 300_000,
+            listen_poll_ms: 500,
+            listen_max_ms: 300_000,
+            endpoint_path: "/mcp".to_owned(),
+            max_body_bytes: 1024 * 1024,
+            allowed_origins: vec![
+                "http://localhost:*".to_owned(),
+                "http://127.0.0.1:*".to_owned(),
+            ],
+            auth: Auth::Unconfigured,
+        }
+    }
+}
+
+/// Reading a setting failed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Config {
+    /// Reads the settings from a platform's environment. Unset variables keep
+    /// their defaults. Secrets are read through the same lookup and are never
+    /// echoed in errors.
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `MCP_TOOLS` | `demo` (default), `conformance` or `all` |
+    /// | `MCP_STATE_SECRET` | key for `requestState` tags (secret, required) |
+    /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
+    /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
+    /// | `MCP_AUTH` | `insecure-local` for local development (see [`Auth`]) |
+    /// | `MCP_INSECURE_PRINCIPAL` | `tenant/principal` used by `insecure-local` |
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let number = |name: &str| -> Result<Option<u64>, ConfigError> {
+            get(name)
+                .map(|v| {
+                    v.parse::<u64>().map_err(|_| {
+                        ConfigError(format!("{name} must be a whole number of milliseconds"))
+                    })
+                })
+                .transpose()
+        };
+        if let Some(t) = get("MCP_TOOLS") {
+            c.tools = ToolSelection::parse(&t)
+                .ok_or_else(|| ConfigError("MCP_TOOLS must be demo, conformance or all".into()))?;
+        }
+        if let Some(v) = number("MCP_TASK_TTL_MS")? {
+            if v == 0 {
+                return Err(ConfigError("MCP_TASK_TTL_MS must be positive".into()));
+            }
+            c.task_ttl_ms = v;
+        }
+        if let Some(v) = number("MCP_POLL_INTERVAL_MS")? {
+            c.poll_interval_ms = v.max(1);
+        }
+        if let Some(v) = number("MCP_LEASE_MS")? {
+            c.lease_ms = v.max(1);
+        }
+        if let Some(o) = get("MCP_ALLOWED_ORIGINS") {
+            c.allowed_origins = o
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        match get("MCP_STATE_SECRET") {
+            Some(s) if s.len() >= 16 => c.state_secret = s.into_bytes(),
+            Some(_) => {
+                return Err(ConfigError(
+                    "MCP_STATE_SECRET must be at least 16 characters".into(),
+                ));
+            }
+            None => return Err(ConfigError("MCP_STATE_SECRET is not set".into())),
+        }
+        c.auth = match get("MCP_AUTH").as_deref() {
+            None => Auth::Unconfigured,
+            Some("insecure-local") => {
+                let who =
+                    get("MCP_INSECURE_PRINCIPAL").unwrap_or_else(|| "local/developer".to_owned());
+                let (tenant, principal) = who.split_once('/').ok_or_else(|| {
+                    ConfigError("MCP_INSECURE_PRINCIPAL must look like tenant/principal".into())
+                })?;
+                Auth::InsecureLocal(Owner {
+                    tenant: tenant.to_owned(),
+                    principal: principal.to_owned(),
+                })
+            }
+            Some(_) => {
+                return Err(ConfigError(
+                    "MCP_AUTH must be insecure-local (or unset)".into(),
+                ));
+            }
+        };
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn reads_settings() {
+        let c = Config::from_env(env(&[
+            ("MCP_TOOLS", "all"),
+            ("MCP_STATE_SECRET", "0123456789abcdef"),
+            ("MCP_TASK_TTL_MS", "60000"),
+            (
+                "MCP_ALLOWED_ORIGINS",
+                "https://a.example, http://localhost:*",
+            ),
+            ("MCP_AUTH", "insecure-local"),
+            ("MCP_INSECURE_PRINCIPAL", "dev/me"),
+        ]))
+        .unwrap();
+        assert_eq!(c.tools, ToolSelection::All);
+        assert_eq!(c.task_ttl_ms, 60_000);
+        assert_eq!(
+            c.allowed_origins,
+            ["https://a.example", "http://localhost:*"]
+        );
+        assert_eq!(
+            c.auth,
+            Auth::InsecureLocal(Owner {
+                tenant: "dev".into(),
+                principal: "me".into()
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_bad_settings_without_echoing_secrets() {
+        let secret = "short-secret";
+        for bad in [
+            env(&[]),
+            env(&[("MCP_STATE_SECRET", secret)]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_TOOLS", "everything"),
+            ]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_TASK_TTL_MS", "soon"),
+            ]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "none"),
+            ]),
+        ] {
+            let e = Config::from_env(bad).unwrap_err();
+            assert!(!e.0.contains(secret));
+        }
+        let c = Config::from_env(env(&[("MCP_STATE_SECRET", "0123456789abcdef")])).unwrap();
+        assert_eq!(
+            c.auth,
+            Auth::Unconfigured,
+            "no auth configured means no tasks served"
+        );
+    }
+}
