@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use crate::auth::AuthError;
 use crate::error::RpcError;
 use crate::protocol::jsonrpc::error_bytes;
-use crate::server::{HeaderValue, Mirror, Reply, RequestContext, Server};
+use crate::server::{HeaderValue, Mirror, Reply, RequestContext, Server, Trace};
 use crate::store::Store;
 use crate::tasks::subscription::Subscription;
 use crate::time::Millis;
@@ -73,6 +73,8 @@ pub struct HttpResponse {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: HttpBody,
+    /// What the request was, for the adapter's log line.
+    pub trace: Trace,
 }
 
 impl HttpResponse {
@@ -81,6 +83,7 @@ impl HttpResponse {
             status,
             headers: vec![("content-type", "application/json".to_owned())],
             body: HttpBody::Bytes(body),
+            trace: Trace::default(),
         }
     }
 
@@ -147,6 +150,7 @@ fn not_found() -> HttpResponse {
         status: 404,
         headers: Vec::new(),
         body: HttpBody::Empty,
+        trace: Trace::default(),
     }
 }
 
@@ -173,6 +177,7 @@ pub async fn serve<S: Store>(
             status: 405,
             headers: vec![("allow", "POST".to_owned())],
             body: HttpBody::Empty,
+            trace: Trace::default(),
         };
     }
     if req.body.len() > config.max_body_bytes {
@@ -196,11 +201,14 @@ pub async fn serve<S: Store>(
         method: req.mirrored("mcp-method"),
         name: req.mirrored("mcp-name"),
     };
-    match server.handle(req.body, &mirror, ctx).await {
+    let mut trace = Trace::default();
+    let reply = server.handle(req.body, &mirror, ctx, &mut trace).await;
+    let mut response = match reply {
         Reply::Accepted => HttpResponse {
             status: 202,
             headers: Vec::new(),
             body: HttpBody::Empty,
+            trace: Trace::default(),
         },
         Reply::Json { status, body } => HttpResponse::json(status, body),
         Reply::Listen(sub) => HttpResponse {
@@ -211,8 +219,11 @@ pub async fn serve<S: Store>(
                 ("x-accel-buffering", "no".to_owned()),
             ],
             body: HttpBody::Events(EventStream::new(sub)),
+            trace: Trace::default(),
         },
-    }
+    };
+    response.trace = trace;
+    response
 }
 
 /// One SSE event carrying a JSON-RPC message on a single `data:` line.

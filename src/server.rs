@@ -106,6 +106,20 @@ fn decode_sentinel(v: &str) -> Option<String> {
     }
 }
 
+/// What a request was, for the adapter's log line: only known method and
+/// tool names and ids of tasks the caller could see, never raw input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// The method, when it is one this server knows.
+    pub method: Option<&'static str>,
+    /// The tool called, when it is one this server offers.
+    pub tool: Option<&'static str>,
+    /// The task the request created or resolved.
+    pub task_id: Option<String>,
+    /// The JSON-RPC error code, if the request failed.
+    pub error: Option<i64>,
+}
+
 /// What the server answers to one message.
 #[derive(Debug)]
 pub enum Reply {
@@ -160,6 +174,23 @@ impl Method {
             "resources/read" => Method::ResourcesRead,
             _ => return None,
         })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Method::Discover => methods::SERVER_DISCOVER,
+            Method::ToolsList => methods::TOOLS_LIST,
+            Method::ToolsCall => methods::TOOLS_CALL,
+            Method::TasksGet => methods::TASKS_GET,
+            Method::TasksUpdate => methods::TASKS_UPDATE,
+            Method::TasksCancel => methods::TASKS_CANCEL,
+            Method::Listen => methods::SUBSCRIPTIONS_LISTEN,
+            Method::PromptsList => "prompts/list",
+            Method::PromptsGet => "prompts/get",
+            Method::ResourcesList => "resources/list",
+            Method::ResourceTemplatesList => "resources/templates/list",
+            Method::ResourcesRead => "resources/read",
+        }
     }
 
     fn is_task_method(self) -> bool {
@@ -246,10 +277,19 @@ impl<S: Store> Server<S> {
     }
 
     /// Handles one JSON-RPC message.
-    pub async fn handle(&self, body: &[u8], mirror: &Mirror<'_>, ctx: &RequestContext) -> Reply {
+    pub async fn handle(
+        &self,
+        body: &[u8],
+        mirror: &Mirror<'_>,
+        ctx: &RequestContext,
+        trace: &mut Trace,
+    ) -> Reply {
         let msg = match parse_message(body) {
             Ok(m) => m,
-            Err(e) => return Reply::error(e.id.as_ref(), &e.error),
+            Err(e) => {
+                trace.error = Some(e.error.code);
+                return Reply::error(e.id.as_ref(), &e.error);
+            }
         };
         let Some(id) = msg.id else {
             // Notifications never get a response. `notifications/cancelled`
@@ -257,12 +297,15 @@ impl<S: Store> Server<S> {
             return Reply::Accepted;
         };
         match self
-            .request(&id, &msg.method, msg.params, mirror, ctx)
+            .request(&id, &msg.method, msg.params, mirror, ctx, trace)
             .await
         {
             Ok(Outcome::Json(body)) => Reply::Json { status: 200, body },
             Ok(Outcome::Listen(sub)) => Reply::Listen(sub),
-            Err(e) => Reply::error(Some(&id), &e),
+            Err(e) => {
+                trace.error = Some(e.code);
+                Reply::error(Some(&id), &e)
+            }
         }
     }
 
@@ -273,9 +316,11 @@ impl<S: Store> Server<S> {
         params: Option<&RawValue>,
         mirror: &Mirror<'_>,
         ctx: &RequestContext,
+        trace: &mut Trace,
     ) -> Result<Outcome, RpcError> {
         let method = Method::from_name(method_name)
             .ok_or_else(|| RpcError::method_not_found(method_name))?;
+        trace.method = Some(method.name());
         let raw = params.map_or("{}", RawValue::get);
         let caps = self.negotiate(raw, mirror)?;
         mirror.check("Mcp-Method", mirror.method, method_name, true)?;
@@ -297,7 +342,7 @@ impl<S: Store> Server<S> {
             Method::ToolsCall => {
                 let p: CallToolParams = typed(raw, method_name)?;
                 mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
-                self.call_tool(p, &caps, ctx)
+                self.call_tool(p, &caps, ctx, trace)
                     .await
                     .map(|v| Outcome::Json(result_bytes(id, &v)))
             }
@@ -307,6 +352,7 @@ impl<S: Store> Server<S> {
                 let record = TaskService::new(&self.store)
                     .get(&ctx.owner, &p.task_id, ctx.now)
                     .await?;
+                trace.task_id = Some(record.id.clone());
                 ok(&record.wire(
                     Some(result_type::COMPLETE),
                     &self.server_info,
@@ -319,6 +365,7 @@ impl<S: Store> Server<S> {
                 TaskService::new(&self.store)
                     .update(&ctx.owner, &p.task_id, &p.input_responses, ctx.now)
                     .await?;
+                trace.task_id = Some(p.task_id);
                 ok(&ack())
             }
             Method::TasksCancel => {
@@ -327,6 +374,7 @@ impl<S: Store> Server<S> {
                 TaskService::new(&self.store)
                     .cancel(&ctx.owner, &p.task_id, ctx.now)
                     .await?;
+                trace.task_id = Some(p.task_id);
                 ok(&ack())
             }
             Method::Listen => {
@@ -454,10 +502,12 @@ impl<S: Store> Server<S> {
         p: CallToolParams,
         caps: &ClientCapabilities,
         ctx: &RequestContext,
+        trace: &mut Trace,
     ) -> Result<Value, RpcError> {
-        let tool = self.tools.get(&p.name).ok_or_else(|| {
+        let (name, tool) = self.tools.get_named(&p.name).ok_or_else(|| {
             RpcError::invalid_params(format!("Unknown tool: {}", truncate(&p.name, 64)))
         })?;
+        trace.tool = Some(name);
         let needs = tool.requirements();
         let mut missing = Map::new();
         if needs.tasks == TaskSupport::Required && !caps.has_tasks() {
@@ -556,6 +606,7 @@ impl<S: Store> Server<S> {
                 let record = self
                     .persist_new(record, verified.as_ref().map(|v| v.nonce.as_str()), ctx)
                     .await?;
+                trace.task_id = Some(record.id.clone());
                 let mut wire = record.wire(
                     Some(result_type::TASK),
                     &self.server_info,

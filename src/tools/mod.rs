@@ -248,6 +248,14 @@ impl ToolSet {
         ToolSet { tools }
     }
 
+    /// The tool and its registered name.
+    pub fn get_named(&self, name: &str) -> Option<(&'static str, &dyn Tool)> {
+        self.tools
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, t)| (*n, t.as_ref()))
+    }
+
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.tools
             .iter()

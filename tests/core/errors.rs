@@ -449,3 +449,36 @@ fn a_server_without_auth_serves_nothing() {
     let r = mcp_tasks_edge::block_on(handle(&h.server, &req, 0));
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn the_trace_names_known_things_only() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 60}));
+    let msg = request(1, "tasks/get", json!({"taskId": task}));
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!(r.trace.method, Some("tasks/get"));
+    assert_eq!(r.trace.task_id.as_deref(), Some(task.as_str()));
+    assert_eq!(r.trace.error, None);
+    let msg = request(2, "tasks/get", json!({"taskId": "attacker-controlled"}));
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!((r.trace.task_id, r.trace.error), (None, Some(-32602)));
+    let msg = request(3, "no/such\nmethod", json!({}));
+    let r = h.post_raw(&[], &serde_json::to_vec(&msg).unwrap());
+    assert_eq!((r.trace.method, r.trace.error), (None, Some(-32601)));
+    let msg = request(
+        4,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+    );
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!(
+        (r.trace.method, r.trace.tool),
+        (Some("tools/call"), Some("greet"))
+    );
+}
