@@ -282,6 +282,14 @@ impl EventStream {
         }
     }
 
+    /// Makes the stream end gracefully by `at` at the latest: once `at` has
+    /// passed, the next poll is the last one and the closing result follows.
+    /// Adapters use it to bound what one stream costs (for example the
+    /// subrequests a Worker may make per request).
+    pub fn end_by(&mut self, at: Millis) {
+        self.sub.ends_at = self.sub.ends_at.min(at);
+    }
+
     pub async fn next<S: Store>(&mut self, store: &S, now: Millis) -> Next {
         let next = self.advance(store, now).await;
         if matches!(next, Next::Send(_)) {

@@ -127,3 +127,25 @@ fn a_subscription_with_nothing_to_report_ends_at_once() {
     assert_eq!(frames.len(), 1);
     assert!(frames[0].get("result").is_some());
 }
+
+#[test]
+fn end_by_closes_gracefully_after_one_last_poll() {
+    let h = Harness::new();
+    let task = h.start("generate_report", json!({"size": "large"}));
+    let (_, mut stream) = open(&h, json!([task]));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    assert_eq!(frames.len(), 1, "the current snapshot");
+
+    // The adapter's budget is spent: the stream must end with the listen
+    // result although the task is still working and the stream is young.
+    stream.end_by(h.now.get());
+    h.advance(1_000);
+    h.tick();
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended, "the stream ends");
+    assert_eq!(frames.len(), 2, "the last snapshot, then the result");
+    assert_eq!(frames[0]["params"]["status"], "input_required");
+    assert_eq!(frames[1]["id"], "listen-1");
+    assert_eq!(frames[1]["result"]["resultType"], "complete");
+}
