@@ -1,0 +1,215 @@
+//! The Worker's entry points: `fetch` and `scheduled`.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::future::join_all;
+use worker::{
+    Context, Date, Env, Headers, Request, Response, ResponseBuilder, ScheduleContext,
+    ScheduledEvent, console_error, console_log, console_warn, event,
+};
+
+use super::settings::{RequestLog, Settings, StoreMode, known_http_method};
+use super::sse;
+use super::store::{CACHE_BINDING, DoStore, KvCached, Shared, WorkerStore};
+use super::wire::{Op, Reply};
+use crate::error::RpcError;
+use crate::http::{self, HttpBody, HttpRequest};
+use crate::ids::SystemRandom;
+use crate::protocol::jsonrpc::error_bytes;
+use crate::server::Server;
+use crate::time::Millis;
+
+/// The platform clock: milliseconds since the epoch.
+pub fn now_ms() -> Millis {
+    Date::now().as_millis() as Millis
+}
+
+/// Reads a variable or secret of the Worker's environment.
+pub fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name| env.var(name).ok().map(|v| v.to_string())
+}
+
+static WARNED_INSECURE: AtomicBool = AtomicBool::new(false);
+
+fn json_response(status: u16, body: Vec<u8>) -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    ResponseBuilder::new()
+        .with_status(status)
+        .with_headers(headers)
+        .fixed(body)
+}
+
+/// A JSON-RPC error answered before the core could run.
+fn early_error(status: u16, error: &RpcError) -> Response {
+    json_response(status, error_bytes(None, error))
+}
+
+/// Builds the request's store: the shards, behind the KV cache in
+/// `do+kv-cache` mode.
+pub(super) fn open_store(env: &Env, settings: &Settings) -> worker::Result<WorkerStore> {
+    let shards = DoStore::new(env, settings.shards)?;
+    let kv = match settings.store {
+        StoreMode::Do => None,
+        StoreMode::DoKvCache => Some(env.kv(CACHE_BINDING)?),
+    };
+    Ok(KvCached::new(shards, kv))
+}
+
+pub(super) fn misconfigured(what: &str, why: &str) -> Response {
+    console_error!(
+        "{}",
+        serde_json::json!({"event": "misconfigured", "what": what, "error": why})
+    );
+    early_error(
+        503,
+        &RpcError::internal("Internal error: the server is not configured correctly."),
+    )
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    Ok(serve(req, env, ctx).await)
+}
+
+async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
+    let started = now_ms();
+    let path = req.path();
+    #[cfg(feature = "test-hooks")]
+    if let Some(hook) = path.strip_prefix("/__test/") {
+        return super::test_hooks::route(hook, req, &env).await;
+    }
+    let settings = match Settings::from_env(env_lookup(&env)) {
+        Ok(s) => s,
+        Err(e) => return misconfigured("settings", &e.0),
+    };
+    if settings.config.auth.is_insecure() && !WARNED_INSECURE.swap(true, Ordering::Relaxed) {
+        console_warn!(
+            "{}",
+            serde_json::json!({"event": "insecure-auth", "warning": "MCP_AUTH=insecure-local: every request acts as one local principal with no credentials checked. Local development only."})
+        );
+    }
+    let store = match open_store(&env, &settings) {
+        Ok(s) => Shared(Rc::new(s)),
+        Err(e) => return misconfigured("bindings", &e.to_string()),
+    };
+    let mode = settings.store;
+    let listen_budget = settings.listen_subrequests;
+    let server = match Server::new(store.clone(), settings.config, Box::new(SystemRandom)) {
+        Ok(s) => s,
+        Err(e) => return early_error(e.http_status(), &e),
+    };
+    let method = req.method();
+    let method: &str = method.as_ref();
+    let mut log = RequestLog {
+        http_method: known_http_method(method),
+        started,
+        ..RequestLog::default()
+    };
+    let body = match req.bytes().await {
+        Ok(b) => b,
+        Err(_) => {
+            let e = RpcError::invalid_request("The request body could not be read.");
+            log.status = 400;
+            console_log!("{}", log.line(now_ms(), mode));
+            return early_error(400, &e);
+        }
+    };
+    let headers: Vec<(String, String)> = req.headers().entries().collect();
+    let request = HttpRequest {
+        method,
+        path: &path,
+        headers: &headers,
+        body: &body,
+    };
+    let response = http::handle(&server, &request, started).await;
+    drop(server);
+
+    let fills = store.take_fills();
+    if !fills.is_empty() {
+        ctx.wait_until(async move {
+            join_all(fills).await;
+        });
+    }
+
+    log.status = response.status;
+    log.trace = response.trace;
+    let out = Headers::new();
+    for (name, value) in &response.headers {
+        let _ = out.append(name, value);
+    }
+    if matches!(response.body, HttpBody::Events(_)) {
+        // `wrangler dev` compresses (and so buffers until the end) responses
+        // to clients that accept gzip unless an encoding is set.
+        let _ = out.set("content-encoding", "identity");
+    }
+    let builder = ResponseBuilder::new()
+        .with_status(response.status)
+        .with_headers(out);
+    match response.body {
+        HttpBody::Events(stream) => sse::respond(builder, stream, store, listen_budget, log, mode),
+        HttpBody::Bytes(bytes) => {
+            console_log!("{}", log.line(now_ms(), mode));
+            builder.fixed(bytes)
+        }
+        HttpBody::Empty => {
+            console_log!("{}", log.line(now_ms(), mode));
+            builder.empty()
+        }
+    }
+}
+
+/// The cron backstop: every shard sweeps (advances its due work up to the
+/// tick budget, purges expired tasks, sets its alarm again). The Worker only
+/// waits on one subrequest per shard; the work and its CPU time are the
+/// shards'.
+#[event(scheduled)]
+async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    let started = now_ms();
+    let settings = match Settings::from_env(env_lookup(&env)) {
+        Ok(s) => s,
+        Err(e) => {
+            console_error!(
+                "{}",
+                serde_json::json!({"event": "cron", "error": "misconfigured", "detail": e.0})
+            );
+            return;
+        }
+    };
+    let shards = match DoStore::new(&env, settings.shards) {
+        Ok(s) => s,
+        Err(e) => {
+            console_error!(
+                "{}",
+                serde_json::json!({"event": "cron", "error": "bindings", "detail": e.to_string()})
+            );
+            return;
+        }
+    };
+    let replies = join_all((0..shards.shards()).map(|i| shards.call(i, &Op::Sweep))).await;
+    let (mut due, mut stepped, mut finished, mut purged, mut errors, mut failed) =
+        (0, 0, 0, 0, 0, 0);
+    for reply in replies {
+        match reply {
+            Ok(Reply::Swept(r)) => {
+                due += r.due;
+                stepped += r.stepped;
+                finished += r.finished;
+                purged += r.purged;
+                errors += r.errors;
+            }
+            _ => failed += 1,
+        }
+    }
+    let line = serde_json::json!({
+        "event": "cron", "cron": event.cron(), "shards": shards.shards(), "failed_shards": failed,
+        "due": due, "stepped": stepped, "finished": finished, "purged": purged, "errors": errors,
+        "ms": now_ms() - started,
+    });
+    if failed > 0 {
+        console_error!("{line}");
+    } else {
+        console_log!("{line}");
+    }
+}

@@ -1,0 +1,29 @@
+//! The Cloudflare Workers adapter.
+//!
+//! - `fetch` translates the request into the core's [`HttpRequest`], runs
+//!   [`http::handle`] over the Worker's store ([`store`]), and translates the
+//!   answer back, streaming `subscriptions/listen` as SSE ([`sse`]). One JSON
+//!   log line per request.
+//! - [`shard::TaskShard`] is the Durable Object that stores a shard's task
+//!   records in SQLite and advances them from its alarm.
+//! - `scheduled` (cron) asks every shard to sweep: the backstop for lost
+//!   alarms, and the purge of expired tasks.
+//!
+//! No business logic lives here: everything the server decides is the core's.
+
+pub mod settings;
+pub mod wire;
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod entry;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub mod shard;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod sse;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub mod store;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown", feature = "test-hooks"))]
+mod test_hooks;
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub use entry::{env_lookup, now_ms};

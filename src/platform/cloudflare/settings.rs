@@ -1,0 +1,232 @@
+//! The Worker's settings (the core's [`Config`] plus what only this platform
+//! has: the store mode, the shard count, budgets) and its log line. Pure
+//! code: it builds and is tested on the host too.
+
+use serde_json::{Value, json};
+
+use super::wire::{DEFAULT_SHARDS, MAX_SHARDS};
+use crate::config::{Config, ConfigError};
+use crate::server::Trace;
+use crate::time::Millis;
+
+/// Where task records live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    /// Durable Object shards only (the default).
+    Do,
+    /// Durable Object shards, with terminal records cached in KV.
+    DoKvCache,
+}
+
+impl StoreMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreMode::Do => "do",
+            StoreMode::DoKvCache => "do+kv-cache",
+        }
+    }
+}
+
+/// Subrequests one `subscriptions/listen` stream may spend on polling before
+/// it ends gracefully (Workers Paid allows 1,000 per request; on Workers Free,
+/// which allows 50, set `MCP_LISTEN_SUBREQUESTS` to 40 or less).
+pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 800;
+
+/// Everything the Worker and the shards read from the environment.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub config: Config,
+    pub store: StoreMode,
+    pub shards: u32,
+    pub listen_subrequests: u32,
+}
+
+impl Settings {
+    /// Reads the settings. Besides the core's variables (see
+    /// [`Config::from_env`]):
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `MCP_STORE` | `do` (default) or `do+kv-cache` |
+    /// | `MCP_TASK_SHARDS` | shard Durable Objects, 1..=1024, default 16; fixed for a deployment |
+    /// | `MCP_TICK_BUDGET` | most tasks one alarm or cron sweep advances per shard (default 100) |
+    /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500) |
+    /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
+    /// | `MCP_LISTEN_SUBREQUESTS` | store reads one listen stream may make (default 800) |
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let number = |name: &str, min: u64, max: u64| -> Result<Option<u64>, ConfigError> {
+            get(name)
+                .map(|v| match v.parse::<u64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(n),
+                    _ => Err(ConfigError(format!(
+                        "{name} must be a whole number from {min} to {max}"
+                    ))),
+                })
+                .transpose()
+        };
+        let mut config = Config::from_env(&lookup)?;
+        let store = match get("MCP_STORE").as_deref() {
+            None | Some("do") => StoreMode::Do,
+            Some("do+kv-cache") => StoreMode::DoKvCache,
+            Some(_) => return Err(ConfigError("MCP_STORE must be do or do+kv-cache".into())),
+        };
+        let shards = number("MCP_TASK_SHARDS", 1, u64::from(MAX_SHARDS))?
+            .map_or(DEFAULT_SHARDS, |n| n as u32);
+        if let Some(n) = number("MCP_TICK_BUDGET", 1, 10_000)? {
+            config.tick_budget = n as usize;
+        }
+        if let Some(n) = number("MCP_LISTEN_POLL_MS", 50, 60_000)? {
+            config.listen_poll_ms = n;
+        }
+        if let Some(n) = number("MCP_LISTEN_MAX_MS", 1_000, 3_600_000)? {
+            config.listen_max_ms = n;
+        }
+        let listen_subrequests = number("MCP_LISTEN_SUBREQUESTS", 1, 100_000)?
+            .map_or(DEFAULT_LISTEN_SUBREQUESTS, |n| n as u32);
+        Ok(Settings {
+            config,
+            store,
+            shards,
+            listen_subrequests,
+        })
+    }
+}
+
+/// What the log line of one request says.
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog {
+    pub http_method: &'static str,
+    pub status: u16,
+    pub trace: Trace,
+    pub started: Millis,
+    /// For listen streams: frames sent before the stream ended.
+    pub events: Option<u32>,
+}
+
+/// The HTTP methods worth naming in a log line; anything else is "other"
+/// (the line never carries raw request input).
+pub fn known_http_method(m: &str) -> &'static str {
+    match m {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        _ => "other",
+    }
+}
+
+impl RequestLog {
+    /// One JSON object on one line: what was asked (known method and tool
+    /// names only), the outcome (HTTP status, JSON-RPC error code), the task
+    /// concerned and the duration. Never tokens, bodies or other input.
+    pub fn line(&self, now: Millis, store: StoreMode) -> String {
+        let mut v = json!({
+            "at": crate::time::iso8601(now),
+            "http": self.http_method,
+            "status": self.status,
+            "method": self.trace.method,
+            "tool": self.trace.tool,
+            "error": self.trace.error,
+            "task": self.trace.task_id,
+            "ms": (now - self.started).max(0),
+            "store": store.as_str(),
+        });
+        if let (Some(n), Value::Object(map)) = (self.events, &mut v) {
+            map.insert("events".into(), Value::from(n));
+        }
+        v.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let mut m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        m.entry("MCP_STATE_SECRET".into())
+            .or_insert_with(|| "0123456789abcdef".into());
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let s = Settings::from_env(env(&[])).unwrap();
+        assert_eq!(s.store, StoreMode::Do);
+        assert_eq!(s.shards, 16);
+        assert_eq!(s.listen_subrequests, DEFAULT_LISTEN_SUBREQUESTS);
+        assert_eq!(s.config.tick_budget, 100);
+
+        let s = Settings::from_env(env(&[
+            ("MCP_STORE", "do+kv-cache"),
+            ("MCP_TASK_SHARDS", "4"),
+            ("MCP_TICK_BUDGET", "25"),
+            ("MCP_LISTEN_POLL_MS", "250"),
+            ("MCP_LISTEN_MAX_MS", "60000"),
+            ("MCP_LISTEN_SUBREQUESTS", "40"),
+        ]))
+        .unwrap();
+        assert_eq!(s.store, StoreMode::DoKvCache);
+        assert_eq!(s.shards, 4);
+        assert_eq!(s.config.tick_budget, 25);
+        assert_eq!(s.config.listen_poll_ms, 250);
+        assert_eq!(s.config.listen_max_ms, 60_000);
+        assert_eq!(s.listen_subrequests, 40);
+    }
+
+    #[test]
+    fn refuses_bad_values() {
+        for bad in [
+            ("MCP_STORE", "kv"),
+            ("MCP_TASK_SHARDS", "0"),
+            ("MCP_TASK_SHARDS", "2000"),
+            ("MCP_TASK_SHARDS", "many"),
+            ("MCP_TICK_BUDGET", "0"),
+            ("MCP_LISTEN_POLL_MS", "1"),
+        ] {
+            assert!(Settings::from_env(env(&[bad])).is_err(), "{bad:?}");
+        }
+        let core_error = Settings::from_env(|_| None).unwrap_err();
+        assert!(core_error.0.contains("MCP_STATE_SECRET"));
+    }
+
+    #[test]
+    fn the_log_line_is_one_json_object_without_input() {
+        let log = RequestLog {
+            http_method: known_http_method("POST"),
+            status: 400,
+            trace: Trace {
+                method: Some("tasks/get"),
+                tool: None,
+                task_id: Some("tsk_1".into()),
+                error: Some(-32602),
+            },
+            started: 1_000,
+            events: None,
+        };
+        let line = log.line(1_250, StoreMode::Do);
+        assert!(!line.contains('\n'));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "at": "1970-01-01T00:00:01.250Z", "http": "POST", "status": 400,
+                "method": "tasks/get", "tool": null, "error": -32602, "task": "tsk_1",
+                "ms": 250, "store": "do"
+            })
+        );
+        assert_eq!(known_http_method("BREW"), "other");
+    }
+}

@@ -1,0 +1,153 @@
+//! Test-only routes for the workerd end-to-end tests (feature `test-hooks`,
+//! never in the deployed build):
+//!
+//! - `POST /__test/contract {"prefix"}`: the core's store contract suite
+//!   against the Worker's store (the shards, behind KV in cache mode);
+//! - `POST /__test/alarm {"taskId", "action": "get"|"delete"}`: read or
+//!   delete the alarm of the shard that owns a task (a lost alarm);
+//! - `POST /__test/shard {op}`: one raw operation on the shard that owns
+//!   `key`, bypassing the KV cache;
+//! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
+//!   namespace itself.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use worker::{Env, Headers, Request, Response, ResponseBuilder};
+
+use super::entry::{misconfigured, open_store};
+use super::env_lookup;
+use super::settings::Settings;
+use super::store::CACHE_BINDING;
+use super::wire::{Op, shard_of};
+use crate::store::contract;
+
+fn json(status: u16, v: &Value) -> Response {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    ResponseBuilder::new()
+        .with_status(status)
+        .with_headers(headers)
+        .fixed(v.to_string().into_bytes())
+}
+
+fn bad(why: impl std::fmt::Display) -> Response {
+    json(400, &json!({"error": why.to_string()}))
+}
+
+#[derive(Deserialize)]
+struct ContractArgs {
+    prefix: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AlarmArgs {
+    task_id: String,
+    action: String,
+}
+
+#[derive(Deserialize)]
+struct KvArgs {
+    action: String,
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
+    let settings = match Settings::from_env(env_lookup(env)) {
+        Ok(s) => s,
+        Err(e) => return misconfigured("settings", &e.0),
+    };
+    let body = match req.text().await {
+        Ok(b) => b,
+        Err(e) => return bad(e),
+    };
+    let store = match open_store(env, &settings) {
+        Ok(s) => s,
+        Err(e) => return misconfigured("bindings", &e.to_string()),
+    };
+    match hook {
+        "contract" => {
+            let args: ContractArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let report = contract::run(&store, &args.prefix).await;
+            let failures: Vec<Value> = report
+                .failures
+                .iter()
+                .map(|(name, why)| json!({"check": name, "why": why}))
+                .collect();
+            json(
+                200,
+                &json!({
+                    "passed": report.passed,
+                    "failed": report.failures.len(),
+                    "failures": failures,
+                    "summary": report.to_string(),
+                    "store": settings.store.as_str(),
+                }),
+            )
+        }
+        "alarm" => {
+            let args: AlarmArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let op = match args.action.as_str() {
+                "get" => Op::AlarmGet,
+                "delete" => Op::AlarmDelete,
+                other => return bad(format!("unknown action {other}")),
+            };
+            let shard = shard_of(&args.task_id, settings.shards);
+            match store.inner().call(shard, &op).await {
+                Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
+                Err(e) => json(503, &json!({"error": e.to_string()})),
+            }
+        }
+        "shard" => {
+            let op: Op = match serde_json::from_str(&body) {
+                Ok(o) => o,
+                Err(e) => return bad(e),
+            };
+            let key = match &op {
+                Op::Get { key } | Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
+                _ => return bad("only get, put and delete name a key"),
+            };
+            let shard = shard_of(&key, settings.shards);
+            match store.inner().call(shard, &op).await {
+                Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
+                Err(e) => json(503, &json!({"error": e.to_string()})),
+            }
+        }
+        "kv" => {
+            let args: KvArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let kv = match env.kv(CACHE_BINDING) {
+                Ok(kv) => kv,
+                Err(e) => return misconfigured("kv", &e.to_string()),
+            };
+            match (args.action.as_str(), args.value) {
+                ("get", _) => match kv.get(&args.key).text().await {
+                    Ok(v) => json(200, &json!({"value": v})),
+                    Err(e) => json(503, &json!({"error": e.to_string()})),
+                },
+                ("put", Some(value)) => {
+                    let put = match kv.put(&args.key, value) {
+                        Ok(p) => p.execute().await,
+                        Err(e) => Err(e),
+                    };
+                    match put {
+                        Ok(()) => json(200, &json!({"ok": true})),
+                        Err(e) => json(503, &json!({"error": e.to_string()})),
+                    }
+                }
+                _ => bad("action must be get, or put with a value"),
+            }
+        }
+        _ => json(404, &json!({"error": "no such test hook"})),
+    }
+}

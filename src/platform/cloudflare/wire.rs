@@ -1,0 +1,348 @@
+//! What travels between the Worker and the shard Durable Objects, how a task
+//! id picks its shard, and the KV cache format. Pure code: it builds and is
+//! tested on the host too.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{Entry, StoreError, Version};
+use crate::tasks::record::TaskRecord;
+use crate::tasks::runner::TickReport;
+use crate::time::Millis;
+
+/// Shards when `MCP_TASK_SHARDS` is not set.
+pub const DEFAULT_SHARDS: u32 = 16;
+/// The most shards a deployment may configure.
+pub const MAX_SHARDS: u32 = 1024;
+
+/// The shard that owns `key`: 64-bit FNV-1a of the key's bytes, modulo the
+/// shard count. Stable across releases and platforms; changing the shard
+/// count of a deployment would strand existing tasks, so it is fixed.
+pub fn shard_of(key: &str, shards: u32) -> u32 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = key
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (hash % u64::from(shards.max(1))) as u32
+}
+
+/// The Durable Object name of shard `i`.
+pub fn shard_name(i: u32) -> String {
+    format!("shard-{i}")
+}
+
+/// One store operation (or a maintenance request) sent to a shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    Get {
+        key: String,
+    },
+    Put {
+        key: String,
+        expected: Option<Version>,
+        body: String,
+        due_at: Option<Millis>,
+    },
+    Delete {
+        key: String,
+        expected: Version,
+    },
+    /// Keys due at `now`, with their due times (so the Worker can merge the
+    /// answers of several shards in order).
+    Due {
+        now: Millis,
+        limit: usize,
+    },
+    NextDue,
+    /// The cron backstop: advance due work now and re-arm the alarm.
+    Sweep,
+    /// Test hooks: read or delete the shard's alarm.
+    #[cfg(feature = "test-hooks")]
+    AlarmGet,
+    #[cfg(feature = "test-hooks")]
+    AlarmDelete,
+}
+
+impl Op {
+    /// Whether the operation may change the shard's data.
+    pub fn writes(&self) -> bool {
+        matches!(self, Op::Put { .. } | Op::Delete { .. })
+    }
+}
+
+/// A stored entry on the wire.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEntry {
+    pub version: Version,
+    pub body: String,
+    pub due_at: Option<Millis>,
+}
+
+impl From<Entry> for WireEntry {
+    fn from(e: Entry) -> Self {
+        WireEntry {
+            version: e.version,
+            body: e.body,
+            due_at: e.due_at,
+        }
+    }
+}
+
+impl From<WireEntry> for Entry {
+    fn from(e: WireEntry) -> Self {
+        Entry {
+            version: e.version,
+            body: e.body,
+            due_at: e.due_at,
+        }
+    }
+}
+
+/// What one sweep (alarm or cron) did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub due: usize,
+    pub stepped: usize,
+    pub finished: usize,
+    pub cancelled: usize,
+    pub purged: usize,
+    pub skipped: usize,
+    pub fenced: usize,
+    pub errors: usize,
+    pub next_due: Option<Millis>,
+    /// When the shard's alarm fires next.
+    pub alarm_at: Option<Millis>,
+}
+
+impl SweepReport {
+    pub fn from_tick(t: &TickReport, alarm_at: Option<Millis>) -> Self {
+        SweepReport {
+            due: t.due,
+            stepped: t.stepped,
+            finished: t.finished,
+            cancelled: t.cancelled,
+            purged: t.purged,
+            skipped: t.skipped,
+            fenced: t.fenced,
+            errors: t.errors,
+            next_due: t.next_due,
+            alarm_at,
+        }
+    }
+}
+
+/// A shard's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Entry(Option<WireEntry>),
+    Version(Version),
+    Deleted,
+    Due(Vec<(String, Millis)>),
+    NextDue(Option<Millis>),
+    Swept(SweepReport),
+    Alarm(Option<Millis>),
+    /// The compare-and-swap precondition failed.
+    Conflict(Option<Version>),
+    /// The shard could not do it; the text is for logs.
+    Unavailable(String),
+}
+
+impl Reply {
+    /// The store error a failed reply stands for.
+    pub fn from_store_error(e: StoreError) -> Reply {
+        match e {
+            StoreError::Conflict { current } => Reply::Conflict(current),
+            StoreError::Unavailable(m) => Reply::Unavailable(m),
+        }
+    }
+
+    /// A reply that is not the expected kind becomes a store error.
+    pub fn into_error(self, op: &str) -> StoreError {
+        match self {
+            Reply::Conflict(current) => StoreError::Conflict { current },
+            Reply::Unavailable(m) => StoreError::Unavailable(format!("shard {op}: {m}")),
+            other => StoreError::Unavailable(format!("shard {op}: unexpected reply {other:?}")),
+        }
+    }
+}
+
+/// The KV key of a cached task record.
+pub fn cache_key(task_id: &str) -> String {
+    format!("task:{task_id}")
+}
+
+/// A terminal task record as cached in KV, with what `Store::get` returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachedEntry {
+    pub version: Version,
+    pub due_at: Option<Millis>,
+    pub body: String,
+}
+
+/// KV refuses expirations less than 60 s ahead.
+pub const KV_MIN_EXPIRATION_S: i64 = 60;
+
+/// Whether `entry`, read from the Durable Object under `key`, may be cached:
+/// only a decodable task record with that id in a terminal status (terminal
+/// records never change again). Returns the KV value and its absolute
+/// expiration in seconds since the epoch: the task's expiry, or the earliest
+/// expiration KV accepts if that is sooner (the core treats an expired record
+/// as absent, so a cached copy that outlives the task is never served).
+pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)> {
+    let record: TaskRecord = serde_json::from_str(&entry.body).ok()?;
+    if record.id != key || !record.status().is_terminal() || record.is_expired(now) {
+        return None;
+    }
+    let value = serde_json::to_string(&CachedEntry {
+        version: entry.version,
+        due_at: entry.due_at,
+        body: entry.body.clone(),
+    })
+    .ok()?;
+    let expires_s = record.expires_at().div_euclid(1000) + 1;
+    let earliest_s = now.div_euclid(1000) + KV_MIN_EXPIRATION_S + 1;
+    Some((value, expires_s.max(earliest_s).max(0) as u64))
+}
+
+/// Reads a cached value back; `None` if it is not one of ours.
+pub fn from_cache(value: &str) -> Option<Entry> {
+    let c: CachedEntry = serde_json::from_str(value).ok()?;
+    Some(Entry {
+        version: c.version,
+        body: c.body,
+        due_at: c.due_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        // FNV-1a 64 reference values: changing the hash would strand tasks.
+        assert_eq!(
+            shard_of("", 1 << 31),
+            (0xcbf2_9ce4_8422_2325u64 % (1 << 31)) as u32
+        );
+        assert_eq!(
+            shard_of("a", 1 << 31),
+            (0xaf63_dc4c_8601_ec8cu64 % (1 << 31)) as u32
+        );
+        assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(
+            shard_of("anything", 0),
+            0,
+            "a zero count cannot divide by zero"
+        );
+        let mut seen = [0u32; 16];
+        for i in 0..1600 {
+            seen[shard_of(&format!("tsk_{i:022}"), 16) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 50), "uneven spread: {seen:?}");
+        assert_eq!(shard_name(3), "shard-3");
+    }
+
+    #[test]
+    fn ops_and_replies_have_a_fixed_shape() {
+        let op = Op::Put {
+            key: "k".into(),
+            expected: Some(2),
+            body: "b".into(),
+            due_at: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&op).unwrap(),
+            json!({"op": "put", "key": "k", "expected": 2, "body": "b", "due_at": null})
+        );
+        assert!(op.writes());
+        assert!(!Op::NextDue.writes());
+        let back: Op = serde_json::from_value(json!({"op": "due", "now": 5, "limit": 3})).unwrap();
+        assert_eq!(back, Op::Due { now: 5, limit: 3 });
+        assert_eq!(
+            serde_json::to_value(Reply::Conflict(None)).unwrap(),
+            json!({"conflict": null})
+        );
+        assert_eq!(
+            Reply::Conflict(Some(4)).into_error("put"),
+            StoreError::Conflict { current: Some(4) }
+        );
+        assert!(matches!(
+            Reply::Version(1).into_error("get"),
+            StoreError::Unavailable(_)
+        ));
+    }
+
+    fn record(status: &str, created_at: Millis) -> Entry {
+        let phase = match status {
+            "completed" => {
+                json!({"status": "completed", "result": {"content": [], "resultType": "complete"}})
+            }
+            "working" => json!({"status": "working"}),
+            _ => json!({"status": status}),
+        };
+        let body = json!({
+            "id": "tsk_1",
+            "owner": {"tenant": "t", "principal": "p"},
+            "tool": "slow_compute",
+            "arguments": {},
+            "capabilities": {},
+            "phase": phase,
+            "status_message": null,
+            "created_at": created_at,
+            "last_updated_at": created_at,
+            "ttl_ms": 3_600_000,
+            "poll_interval_ms": 1000,
+            "state": null,
+            "wake_at": null,
+            "cancel_requested": false,
+            "lease": null,
+            "steps": 1
+        });
+        Entry {
+            version: 3,
+            body: body.to_string(),
+            due_at: Some(created_at + 3_600_000),
+        }
+    }
+
+    #[test]
+    fn only_terminal_records_are_cached_until_they_expire() {
+        let now = 1_800_000_000_000;
+        let done = record("cancelled", now - 1_000);
+        serde_json::from_str::<TaskRecord>(&done.body).expect("fixture decodes");
+        let (value, exp) = cacheable("tsk_1", &done, now).expect("terminal is cacheable");
+        assert_eq!(exp, ((now - 1_000 + 3_600_000) / 1000 + 1) as u64);
+        assert_eq!(from_cache(&value), Some(done.clone()));
+        assert!(
+            cacheable("tsk_2", &done, now).is_none(),
+            "the id must match the key"
+        );
+
+        let working = record("working", now - 1_000);
+        serde_json::from_str::<TaskRecord>(&working.body).expect("fixture decodes");
+        assert!(cacheable("tsk_1", &working, now).is_none());
+
+        let nearly_expired = record("cancelled", now - 3_590_000);
+        let (_, exp) = cacheable("tsk_1", &nearly_expired, now).unwrap();
+        assert_eq!(
+            exp as i64,
+            now / 1000 + KV_MIN_EXPIRATION_S + 1,
+            "KV's minimum"
+        );
+        let expired = record("cancelled", now - 3_600_000);
+        assert!(cacheable("tsk_1", &expired, now).is_none());
+
+        let junk = Entry {
+            version: 1,
+            body: "not a task".into(),
+            due_at: None,
+        };
+        assert!(cacheable("tsk_1", &junk, now).is_none());
+        assert_eq!(from_cache("{}"), None);
+        assert_eq!(cache_key("tsk_1"), "task:tsk_1");
+    }
+}
