@@ -3,11 +3,20 @@
 
 SHELL := /bin/bash
 
-.PHONY: test test-core lint fmt
+.PHONY: test test-core lint fmt dev test-workerd
 
 ## Run every test (installs missing toolchain pieces first).
 test:
 	bash scripts/test.sh
+
+## Serve the Cloudflare Worker locally on http://127.0.0.1:8787/mcp
+## (wrangler dev, local Durable Objects and KV; installs missing tools).
+dev:
+	bash scripts/dev.sh
+
+## The Worker on workerd only: build, then the end-to-end tests.
+test-workerd:
+	bash scripts/workerd-e2e.sh
 
 ## Host tests of the core only (no wasm toolchain).
 test-core:
@@ -16,6 +25,8 @@ test-core:
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
+	cargo clippy --target wasm32-unknown-unknown -- -D warnings
+	cargo clippy --target wasm32-unknown-unknown --features test-hooks -- -D warnings
 
 fmt:
 	cargo fmt

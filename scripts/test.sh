@@ -16,7 +16,7 @@ run() { # name, command...
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local lines
-  lines=$(grep -E '^test result:|^conformance:|^store contract:|passed|failed' "$log" | grep -E '^(test result|conformance|store contract|e2e|wasi)' || true)
+  lines=$(grep -E '^test result:|^conformance:|^store contract:|passed|failed' "$log" | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e)' || true)
   summary+=("[$name] exit $rc")
   while IFS= read -r l; do [[ -n $l ]] && summary+=("    $l"); done <<<"$lines"
   rm -f "$log"
@@ -26,6 +26,14 @@ run() { # name, command...
 run "format" cargo fmt --check
 run "clippy" cargo clippy --all-targets --locked -- -D warnings
 run "core tests" cargo test --all-targets --locked
+
+# --- Cloudflare Worker (issue 4) -------------------------------------------
+# Installs the pinned Worker toolchain if missing (scripts/cf-env.sh), lints
+# the wasm32-unknown-unknown build, builds the bundles and runs the workerd
+# end-to-end tests (scripts/workerd-e2e.sh, tests/workerd/e2e.mjs).
+run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_tools && cargo clippy --target wasm32-unknown-unknown --locked -- -D warnings && cargo clippy --target wasm32-unknown-unknown --locked --features test-hooks -- -D warnings'
+run "workerd e2e" bash scripts/workerd-e2e.sh
+# --- end Cloudflare Worker --------------------------------------------------
 
 section "summary"
 printf '%s\n' "${summary[@]}"
