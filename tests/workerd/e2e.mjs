@@ -405,9 +405,10 @@ async function httpEdges() {
     const lines = loggedObjects(offset).filter((o) => 'status' in o && 'method' in o);
     const created = lines.find((o) => o.method === 'tools/call' && o.task === taskId);
     check(created, `no log line for the tools/call (got ${JSON.stringify(lines)})`);
-    equal(Object.keys(created).sort(), ['at', 'error', 'http', 'method', 'ms', 'status', 'store', 'task', 'tool'], 'log line fields');
+    equal(Object.keys(created).sort(),
+      ['at', 'error', 'http', 'method', 'ms', 'status', 'store', 'subrequests', 'task', 'tool'], 'log line fields');
     check(created.tool === 'slow_compute' && created.status === 200 && created.error === null && created.http === 'POST'
-      && Number.isInteger(created.ms), `log line: ${JSON.stringify(created)}`);
+      && Number.isInteger(created.ms) && created.subrequests === 1, `log line: ${JSON.stringify(created)}`);
     const failed = lines.find((o) => o.method === 'tasks/get' && o.error === -32602);
     check(failed && failed.status === 200 && failed.task === null, `failed tasks/get line: ${JSON.stringify(failed)}`);
     check(!logSince(offset).includes(marker), 'the log contains request input or the bearer token');
@@ -667,6 +668,34 @@ async function kvCache() {
   });
 }
 
+/// The KV-mode server runs with MCP_LISTEN_SUBREQUESTS = LISTEN_BUDGET.
+const LISTEN_BUDGET = 12;
+
+async function listenBudget() {
+  await test(`a listen stream ends gracefully within its subrequest budget (${LISTEN_BUDGET})`, async () => {
+    const taskId = await startTask('slow_compute', { seconds: 60, label: 'long' });
+    const msg = {
+      jsonrpc: '2.0', id: 77, method: 'subscriptions/listen',
+      params: { notifications: { taskIds: [taskId] }, _meta: meta() },
+    };
+    const offset = logSize();
+    const res = await fetch(server.url, {
+      method: 'POST', headers: standardHeaders(msg), body: JSON.stringify(msg), signal: AbortSignal.timeout(30_000),
+    });
+    const messages = [];
+    for await (const m of sseMessages(res)) messages.push(m);
+    equal(messages.map((m) => m.method ?? `result ${m.result?.resultType}`),
+      ['notifications/subscriptions/acknowledged', 'notifications/tasks', 'result complete'], 'stream');
+    check(messages[2].id === 77, 'the listen result answers the request');
+    check((await getTask(taskId)).status === 'working', 'the task is still running: the budget ended the stream');
+    await sleep(300);
+    const line = loggedObjects(offset).find((o) => o.method === 'subscriptions/listen');
+    check(line && line.events === 3 && line.subrequests <= LISTEN_BUDGET && line.subrequests >= LISTEN_BUDGET - 4,
+      `listen log line ${JSON.stringify(line)}`);
+    await call('tasks/cancel', { taskId });
+  });
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -691,10 +720,11 @@ async function main() {
   await latencyFigure();
   await server.stop();
 
-  server = new Wrangler({ MCP_STORE: 'do+kv-cache' });
+  server = new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) });
   await server.start();
   await storeContract('do+kv-cache');
   await kvCache();
+  await listenBudget();
   await latencyFigure();
   await server.stop();
 

@@ -135,6 +135,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
 
     log.status = response.status;
     log.trace = response.trace;
+    log.subrequests = store.subrequests();
     let out = Headers::new();
     for (name, value) in &response.headers {
         let _ = out.append(name, value);

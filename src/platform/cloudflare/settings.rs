@@ -27,10 +27,11 @@ impl StoreMode {
     }
 }
 
-/// Subrequests one `subscriptions/listen` stream may spend on polling before
-/// it ends gracefully (Workers Paid allows 1,000 per request; on Workers Free,
-/// which allows 50, set `MCP_LISTEN_SUBREQUESTS` to 40 or less).
-pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 800;
+/// Subrequests one `subscriptions/listen` request may make before its stream
+/// ends gracefully. Workers Paid allows 1,000 per request; the rest is
+/// headroom for KV cache writes. On Workers Free (50 per request) set
+/// `MCP_LISTEN_SUBREQUESTS` to 40 or less.
+pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 900;
 
 /// Everything the Worker and the shards read from the environment.
 #[derive(Clone, Debug)]
@@ -48,11 +49,11 @@ impl Settings {
     /// | variable | meaning |
     /// |---|---|
     /// | `MCP_STORE` | `do` (default) or `do+kv-cache` |
-    /// | `MCP_TASK_SHARDS` | shard Durable Objects, 1..=1024, default 16; fixed for a deployment |
+    /// | `MCP_TASK_SHARDS` | shard Durable Objects, 1..=512, default 16; fixed for a deployment |
     /// | `MCP_TICK_BUDGET` | most tasks one alarm or cron sweep advances per shard (default 100) |
     /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500) |
     /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
-    /// | `MCP_LISTEN_SUBREQUESTS` | store reads one listen stream may make (default 800) |
+    /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let get = |name: &str| {
             lookup(name)
@@ -106,6 +107,8 @@ pub struct RequestLog {
     pub started: Millis,
     /// For listen streams: frames sent before the stream ended.
     pub events: Option<u32>,
+    /// Subrequests made (shard calls and KV operations).
+    pub subrequests: u32,
 }
 
 /// The HTTP methods worth naming in a log line; anything else is "other"
@@ -138,6 +141,7 @@ impl RequestLog {
             "task": self.trace.task_id,
             "ms": (now - self.started).max(0),
             "store": store.as_str(),
+            "subrequests": self.subrequests,
         });
         if let (Some(n), Value::Object(map)) = (self.events, &mut v) {
             map.insert("events".into(), Value::from(n));
@@ -191,7 +195,7 @@ mod tests {
         for bad in [
             ("MCP_STORE", "kv"),
             ("MCP_TASK_SHARDS", "0"),
-            ("MCP_TASK_SHARDS", "2000"),
+            ("MCP_TASK_SHARDS", "513"),
             ("MCP_TASK_SHARDS", "many"),
             ("MCP_TICK_BUDGET", "0"),
             ("MCP_LISTEN_POLL_MS", "1"),
@@ -215,6 +219,7 @@ mod tests {
             },
             started: 1_000,
             events: None,
+            subrequests: 1,
         };
         let line = log.line(1_250, StoreMode::Do);
         assert!(!line.contains('\n'));
@@ -224,7 +229,7 @@ mod tests {
             json!({
                 "at": "1970-01-01T00:00:01.250Z", "http": "POST", "status": 400,
                 "method": "tasks/get", "tool": null, "error": -32602, "task": "tsk_1",
-                "ms": 250, "store": "do"
+                "ms": 250, "store": "do", "subrequests": 1
             })
         );
         assert_eq!(known_http_method("BREW"), "other");

@@ -2,10 +2,13 @@
 //! [`EventStream`] is pulled as the client reads, reading the tasks through
 //! the request's store, sleeping with `worker::Delay` between polls.
 //!
-//! Every poll reads each subscribed task from its shard: one subrequest per
-//! task per poll. The Worker platform caps subrequests per request, so a
-//! stream that has spent `MCP_LISTEN_SUBREQUESTS` ends gracefully (one last
-//! poll, then the listen result); the client listens again to continue.
+//! Every poll reads each subscribed, unfinished task: one subrequest per task
+//! (two in KV mode). The Worker platform caps subrequests per request, so
+//! the whole request (opening the subscription included) stays within
+//! `MCP_LISTEN_SUBREQUESTS`: when the next poll would cross it, that poll is
+//! the last one and the listen result follows; the client listens again to
+//! continue. Polls never cost more than the one before, because the set of
+//! subscribed tasks only shrinks.
 
 use std::time::Duration;
 
@@ -22,8 +25,9 @@ use crate::http::{EventStream, Next};
 struct Listen {
     events: EventStream,
     store: Shared,
-    spent_before: u32,
     budget: u32,
+    /// Subrequests the latest poll made.
+    poll_cost: u32,
     log: RequestLog,
     sent: u32,
     mode: StoreMode,
@@ -32,6 +36,7 @@ struct Listen {
 impl Drop for Listen {
     fn drop(&mut self) {
         self.log.events = Some(self.sent);
+        self.log.subrequests = self.store.subrequests();
         console_log!("{}", self.log.line(now_ms(), self.mode));
     }
 }
@@ -40,7 +45,12 @@ impl Listen {
     async fn next_frame(&mut self) -> Option<Vec<u8>> {
         loop {
             let now = now_ms();
+            let before = self.store.subrequests();
             let next = self.events.next(&self.store, now).await;
+            let cost = self.store.subrequests().saturating_sub(before);
+            if cost > 0 {
+                self.poll_cost = cost;
+            }
             // Cache fills of terminal records read by this poll: inline, the
             // stream itself keeps the request alive.
             for fill in self.store.take_fills() {
@@ -52,8 +62,9 @@ impl Listen {
                     return Some(frame);
                 }
                 Next::Wait(ms) => {
-                    let spent = self.store.subrequests().saturating_sub(self.spent_before);
-                    if spent >= self.budget {
+                    let spent = self.store.subrequests();
+                    // Room for the next poll and a last one after it?
+                    if spent.saturating_add(self.poll_cost.saturating_mul(2)) > self.budget {
                         self.events.end_by(now);
                         continue;
                     }
@@ -74,12 +85,11 @@ pub fn respond(
     log: RequestLog,
     mode: StoreMode,
 ) -> Response {
-    let spent_before = store.subrequests();
     let listen = Listen {
         events,
         store,
-        spent_before,
         budget,
+        poll_cost: 0,
         log,
         sent: 0,
         mode,

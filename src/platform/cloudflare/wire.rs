@@ -11,8 +11,10 @@ use crate::time::Millis;
 
 /// Shards when `MCP_TASK_SHARDS` is not set.
 pub const DEFAULT_SHARDS: u32 = 16;
-/// The most shards a deployment may configure.
-pub const MAX_SHARDS: u32 = 1024;
+/// The most shards a deployment may configure. The cron sweep makes one
+/// subrequest per shard (Workers Paid allows 1,000 per invocation; on
+/// Workers Free, which allows 50, keep to 45 or fewer).
+pub const MAX_SHARDS: u32 = 512;
 
 /// The shard that owns `key`: 64-bit FNV-1a of the key's bytes, modulo the
 /// shard count. Stable across releases and platforms; changing the shard
