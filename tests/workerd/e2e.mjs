@@ -10,26 +10,42 @@
 // Prints one line per test and `workerd e2e: N passed, N failed`.
 // Lines starting with `figure:` are measurements, never assertions.
 
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const CONFIG = 'tests/workerd/wrangler.toml';
-const WORK = path.join(ROOT, '.wrangler', 'e2e');
-const STATE = path.join(WORK, 'state');
-const LOG = path.join(WORK, 'wrangler.log');
-const CONFORMANCE_OUT = path.join(WORK, 'conformance');
-const BIN = path.join(ROOT, 'node_modules', '.bin');
-const SECRET = crypto.randomBytes(24).toString('hex');
-const VERSION = '2026-07-28';
-const TASKS = 'io.modelcontextprotocol/tasks';
-const CAPS = { elicitation: {}, extensions: { [TASKS]: {} } };
-/// Generous bound for work that takes about a second.
-const BOUND_MS = 15_000;
+import {
+  BIN,
+  BOUND_MS,
+  CONFORMANCE_OUT,
+  Failure,
+  LOG,
+  ROOT,
+  TERMINAL,
+  WORK,
+  Wrangler,
+  call,
+  check,
+  equal,
+  getTask,
+  hook,
+  logSince,
+  logSize,
+  loggedObjects,
+  meta,
+  newId,
+  post,
+  runGroup,
+  running,
+  server,
+  standardHeaders,
+  startTask,
+  useServer,
+  waitFor,
+} from './lib.mjs';
+
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 const CONFORMANCE_SCENARIOS = [
   'tasks-lifecycle',
@@ -42,280 +58,6 @@ const CONFORMANCE_SCENARIOS = [
   'tasks-required-task-error',
   'tasks-mrtr-composition',
 ];
-
-// ---------------------------------------------------------------- processes
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-/** Runs a command in its own process group; kills the group on timeout. */
-function runGroup(cmd, args, { timeoutMs, env } = {}) {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, {
-      cwd: ROOT,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...env },
-    });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    const timer = setTimeout(() => {
-      out += `\n[timed out after ${timeoutMs} ms]`;
-      killGroup(child.pid, 'SIGKILL');
-    }, timeoutMs);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, out });
-    });
-  });
-}
-
-function killGroup(pid, signal) {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    /* already gone */
-  }
-}
-
-function groupAlive(pid) {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const running = new Set();
-
-class Wrangler {
-  constructor(vars = {}) {
-    this.vars = vars;
-  }
-
-  async start() {
-    // A free port can be taken by someone else before wrangler binds it:
-    // try again on new ports.
-    for (let attempt = 1; ; attempt++) {
-      const offset = logSize();
-      try {
-        return await this.startOnce();
-      } catch (e) {
-        const inUse = logSince(offset).includes('Address already in use');
-        await this.stop();
-        if (!inUse || attempt >= 3) throw e;
-      }
-    }
-  }
-
-  async startOnce() {
-    this.port = await freePort();
-    this.inspector = await freePort();
-    this.url = `http://127.0.0.1:${this.port}/mcp`;
-    const args = [
-      'dev', '--config', CONFIG, '--ip', '127.0.0.1', '--port', String(this.port),
-      '--inspector-port', String(this.inspector), '--test-scheduled',
-      '--persist-to', STATE, '--var', `MCP_STATE_SECRET:${SECRET}`,
-    ];
-    for (const [k, v] of Object.entries(this.vars)) args.push('--var', `${k}:${v}`);
-    fs.appendFileSync(LOG, `\n===== wrangler dev ${JSON.stringify(this.vars)} on ${this.port} =====\n`);
-    const fd = fs.openSync(LOG, 'a');
-    this.child = spawn(path.join(BIN, 'wrangler'), args, {
-      cwd: ROOT,
-      detached: true,
-      stdio: ['ignore', fd, fd],
-    });
-    fs.closeSync(fd);
-    running.add(this);
-    let exited = null;
-    this.exit = new Promise((resolve) => this.child.on('exit', (code, sig) => {
-      exited = { code, sig };
-      resolve(exited);
-    }));
-    const started = Date.now();
-    const deadline = started + 120_000;
-    while (Date.now() < deadline) {
-      if (exited) throw new Error(`wrangler dev exited early (${JSON.stringify(exited)}); see ${LOG}`);
-      try {
-        const r = await fetch(this.url, { method: 'GET', signal: AbortSignal.timeout(2_000) });
-        await r.arrayBuffer();
-        if (r.status === 405) {
-          this.startupMs = Date.now() - started;
-          return this;
-        }
-      } catch {
-        /* not up yet */
-      }
-      await sleep(250);
-    }
-    throw new Error(`wrangler dev did not become ready in 120 s; see ${LOG}`);
-  }
-
-  async stop() {
-    if (!this.child) return;
-    const pid = this.child.pid;
-    killGroup(pid, 'SIGTERM');
-    const done = await Promise.race([this.exit, sleep(10_000).then(() => null)]);
-    if (!done || groupAlive(pid)) {
-      killGroup(pid, 'SIGKILL');
-      await Promise.race([this.exit, sleep(5_000)]);
-    }
-    for (let i = 0; i < 50 && groupAlive(pid); i++) await sleep(100);
-    running.delete(this);
-    this.child = null;
-  }
-}
-
-function logSize() {
-  return fs.existsSync(LOG) ? fs.statSync(LOG).size : 0;
-}
-
-function logSince(offset) {
-  const fd = fs.openSync(LOG, 'r');
-  const size = fs.fstatSync(fd).size;
-  const buf = Buffer.alloc(Math.max(0, size - offset));
-  fs.readSync(fd, buf, 0, buf.length, offset);
-  fs.closeSync(fd);
-  return buf.toString('utf8');
-}
-
-/** JSON objects logged by the Worker (one per line) since `offset`. */
-function loggedObjects(offset) {
-  const out = [];
-  for (const line of logSince(offset).split('\n')) {
-    const start = line.indexOf('{');
-    if (start < 0) continue;
-    const end = line.lastIndexOf('}');
-    try {
-      out.push(JSON.parse(line.slice(start, end + 1)));
-    } catch {
-      /* not one of ours */
-    }
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------- client
-
-let server; // the current Wrangler
-let nextId = 1000;
-
-function meta(caps = CAPS) {
-  return {
-    'io.modelcontextprotocol/protocolVersion': VERSION,
-    'io.modelcontextprotocol/clientCapabilities': caps,
-  };
-}
-
-/** The standard MCP headers a conforming client derives from the body. */
-function standardHeaders(msg) {
-  const h = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-  };
-  const version = msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'];
-  if (version) h['mcp-protocol-version'] = version;
-  if (msg.method) {
-    h['mcp-method'] = msg.method;
-    let name;
-    if (msg.method === 'tools/call') name = msg.params?.name;
-    if (['tasks/get', 'tasks/update', 'tasks/cancel'].includes(msg.method)) name = msg.params?.taskId;
-    if (name) h['mcp-name'] = name;
-  }
-  return h;
-}
-
-async function post(msg, extraHeaders = {}) {
-  const res = await fetch(server.url, {
-    method: 'POST',
-    headers: { ...standardHeaders(msg), ...extraHeaders },
-    body: JSON.stringify(msg),
-    signal: AbortSignal.timeout(20_000),
-  });
-  const text = await res.text();
-  let body = null;
-  try {
-    body = text ? JSON.parse(text) : null;
-  } catch {
-    body = { unparsed: text };
-  }
-  return { status: res.status, headers: res.headers, body };
-}
-
-async function call(method, params, caps = CAPS) {
-  const msg = { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: meta(caps) } };
-  return post(msg);
-}
-
-async function startTask(tool, args) {
-  const r = await call('tools/call', { name: tool, arguments: args });
-  check(r.status === 200 && r.body?.result?.resultType === 'task',
-    `${tool} did not create a task: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body.result.taskId;
-}
-
-async function getTask(taskId) {
-  const r = await call('tasks/get', { taskId });
-  check(r.status === 200 && r.body?.result, `tasks/get failed: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-
-/** Polls tasks/get until `done(task)`; bounded, never a timing assertion. */
-async function waitFor(taskId, done, what, boundMs = BOUND_MS) {
-  const deadline = Date.now() + boundMs;
-  let task;
-  while (Date.now() < deadline) {
-    task = await getTask(taskId);
-    if (done(task)) return task;
-    await sleep(50);
-  }
-  throw new Error(`task ${taskId} did not ${what} within ${boundMs} ms (last status ${task?.status})`);
-}
-
-async function hook(name, body) {
-  const res = await fetch(server.url.replace(/\/mcp$/, `/__test/${name}`), {
-    method: 'POST',
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(60_000),
-  });
-  const json = await res.json();
-  check(res.status === 200, `hook ${name}: ${res.status} ${JSON.stringify(json)}`);
-  return json;
-}
-
-// ---------------------------------------------------------------- harness
-
-class Failure extends Error {}
-
-function check(cond, message) {
-  if (!cond) throw new Failure(message);
-}
-
-function equal(actual, expected, what) {
-  const a = JSON.stringify(sortKeys(actual));
-  const e = JSON.stringify(sortKeys(expected));
-  check(a === e, `${what}\n      expected ${e}\n      actual   ${a}`);
-}
-
-function sortKeys(v) {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object') {
-    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])]));
-  }
-  return v;
-}
 
 const results = [];
 const figures = [];
@@ -393,7 +135,7 @@ async function httpEdges() {
     const offset = logSize();
     const marker = `marker-${crypto.randomBytes(6).toString('hex')}`;
     const msg = {
-      jsonrpc: '2.0', id: nextId++, method: 'tools/call',
+      jsonrpc: '2.0', id: newId(), method: 'tools/call',
       params: { name: 'slow_compute', arguments: { seconds: 1, label: marker }, _meta: meta() },
     };
     const r = await post(msg, { authorization: `Bearer token-${marker}` });
@@ -412,6 +154,28 @@ async function httpEdges() {
     const failed = lines.find((o) => o.method === 'tasks/get' && o.error === -32602);
     check(failed && failed.status === 200 && failed.task === null, `failed tasks/get line: ${JSON.stringify(failed)}`);
     check(!logSince(offset).includes(marker), 'the log contains request input or the bearer token');
+  });
+}
+
+async function readmeWalkthrough() {
+  await test('the README curl walkthrough works as written', async () => {
+    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const block = readme.match(/<!-- walkthrough:begin -->\n```sh\n([\s\S]*?)```\n<!-- walkthrough:end -->/);
+    check(block, 'README has no walkthrough block');
+    const script = block[1].replace('MCP=http://127.0.0.1:8787/mcp', `MCP=${server.url}`);
+    check(script !== block[1], 'the walkthrough does not set MCP=http://127.0.0.1:8787/mcp');
+    const r = await runGroup('bash', ['-euo', 'pipefail', '-c', script], { timeoutMs: 60_000 });
+    check(r.code === 0, `bash exited ${r.code}:\n${r.out}`);
+    const messages = r.out.split('\n').map((l) => l.replace(/^data: /, '')).filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const byId = Object.fromEntries(messages.filter((m) => 'id' in m && !('method' in m)).map((m) => [m.id, m]));
+    check(byId[1]?.result?.capabilities?.extensions?.[TASKS_EXTENSION], 'discover');
+    check(byId[2]?.result?.resultType === 'task' && byId[2].result.status === 'working', `create: ${JSON.stringify(byId[2])}`);
+    check(byId[3]?.result?.status === 'input_required' && byId[3].result.inputRequests?.approve_outline, `poll: ${JSON.stringify(byId[3])}`);
+    equal(byId[4]?.result, { resultType: 'complete' }, 'update ack');
+    check(byId[5]?.result?.status === 'completed'
+      && byId[5].result.result.content[0].text === 'Generated large report with approved outline.', `result: ${JSON.stringify(byId[5])}`);
+    const listen = messages.filter((m) => m.method || m.id === 6).map((m) => m.method ?? 'result');
+    equal(listen, ['notifications/subscriptions/acknowledged', 'notifications/tasks', 'result'], 'listen stream');
   });
 }
 
@@ -585,21 +349,6 @@ async function conformance() {
   }
 }
 
-async function latencyFigure() {
-  const taskId = await startTask('slow_compute', { seconds: 1, label: 'latency' });
-  await waitFor(taskId, (t) => TERMINAL.has(t.status), 'complete');
-  for (let i = 0; i < 20; i++) await getTask(taskId); // warm up
-  const times = [];
-  for (let i = 0; i < 200; i++) {
-    const t0 = process.hrtime.bigint();
-    await getTask(taskId);
-    times.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  times.sort((a, b) => a - b);
-  const q = (p) => times[Math.min(times.length - 1, Math.floor(p * times.length))].toFixed(2);
-  figure(`tasks/get through wrangler dev (${server.vars.MCP_STORE ?? 'do'}), 200 sequential loopback requests: median ${q(0.5)} ms, p90 ${q(0.9)} ms, max ${q(1)} ms`);
-}
-
 async function kvCache() {
   await test('KV mode: terminal records are cached (working ones never), with the task expiry', async () => {
     const taskId = await startTask('slow_compute', { seconds: 1, label: 'cached' });
@@ -706,10 +455,11 @@ async function main() {
 
   await staticChecks();
 
-  server = new Wrangler();
+  useServer(new Wrangler());
   await server.start();
   figure(`wrangler dev startup (fresh state) ${server.startupMs} ms`);
   await httpEdges();
+  await readmeWalkthrough();
   await storeContract('do');
   await seedTranscript();
   await oneSecondStep();
@@ -717,15 +467,13 @@ async function main() {
   await cronBackstop();
   await listen();
   await conformance();
-  await latencyFigure();
   await server.stop();
 
-  server = new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) });
+  useServer(new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) }));
   await server.start();
   await storeContract('do+kv-cache');
   await kvCache();
   await listenBudget();
-  await latencyFigure();
   await server.stop();
 
   const failed = results.filter((r) => !r.ok).length;
