@@ -368,6 +368,9 @@ async function kvCache() {
     const record = JSON.parse(entry.body);
     check(record.id === taskId && record.phase.status === 'completed' && Number.isInteger(entry.version),
       `cached entry ${cached.value.slice(0, 200)}`);
+    const expiresAt = Date.parse(done.createdAt) + done.ttlMs;
+    check(cached.expiration === Math.floor(expiresAt / 1000) + 1,
+      `KV expiration ${cached.expiration}, task expires at ${expiresAt / 1000}`);
   });
 
   await test('KV mode: a cached terminal record is served without the Durable Object', async () => {
@@ -380,9 +383,9 @@ async function kvCache() {
     }
     check(cached.value !== null, 'not cached');
     const { version } = JSON.parse(cached.value);
-    const del = await hook('shard', { op: 'delete', key: taskId, expected: version });
+    const del = await hook('shard', { delete: { key: taskId, expected: version } });
     equal(del.reply, 'deleted', 'delete in the shard');
-    const gone = await hook('shard', { op: 'get', key: taskId });
+    const gone = await hook('shard', { get: { key: taskId } });
     equal(gone.reply, { entry: null }, 'the shard no longer has it');
     const again = await getTask(taskId);
     equal(again, done, 'tasks/get from the cache equals the answer from the shard');

@@ -8,7 +8,7 @@
 //! - `POST /__test/shard {op}`: one raw operation on the shard that owns
 //!   `key`, bypassing the KV cache;
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
-//!   namespace itself.
+//!   namespace itself (`get` also reports the key's expiration).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -131,10 +131,21 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 Err(e) => return misconfigured("kv", &e.to_string()),
             };
             match (args.action.as_str(), args.value) {
-                ("get", _) => match kv.get(&args.key).text().await {
-                    Ok(v) => json(200, &json!({"value": v})),
-                    Err(e) => json(503, &json!({"error": e.to_string()})),
-                },
+                ("get", _) => {
+                    let value = kv.get(&args.key).text().await;
+                    let listed = kv.list().prefix(args.key.clone()).execute().await;
+                    match (value, listed) {
+                        (Ok(v), Ok(list)) => {
+                            let expiration = list
+                                .keys
+                                .iter()
+                                .find(|k| k.name == args.key)
+                                .and_then(|k| k.expiration);
+                            json(200, &json!({"value": v, "expiration": expiration}))
+                        }
+                        (Err(e), _) | (_, Err(e)) => json(503, &json!({"error": e.to_string()})),
+                    }
+                }
                 ("put", Some(value)) => {
                     let put = match kv.put(&args.key, value) {
                         Ok(p) => p.execute().await,

@@ -33,9 +33,11 @@ pub fn shard_name(i: u32) -> String {
     format!("shard-{i}")
 }
 
-/// One store operation (or a maintenance request) sent to a shard.
+/// One store operation (or a maintenance request) sent to a shard, as JSON
+/// in the default external tagging (`{"get":{"key":"tsk_…"}}`, `"sweep"`):
+/// it decodes without buffering, which keeps the bundle smaller.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Op {
     Get {
         key: String,
@@ -258,12 +260,13 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(&op).unwrap(),
-            json!({"op": "put", "key": "k", "expected": 2, "body": "b", "due_at": null})
+            json!({"put": {"key": "k", "expected": 2, "body": "b", "due_at": null}})
         );
         assert!(op.writes());
         assert!(!Op::NextDue.writes());
-        let back: Op = serde_json::from_value(json!({"op": "due", "now": 5, "limit": 3})).unwrap();
+        let back: Op = serde_json::from_value(json!({"due": {"now": 5, "limit": 3}})).unwrap();
         assert_eq!(back, Op::Due { now: 5, limit: 3 });
+        assert_eq!(serde_json::to_value(Op::Sweep).unwrap(), json!("sweep"));
         assert_eq!(
             serde_json::to_value(Reply::Conflict(None)).unwrap(),
             json!({"conflict": null})
