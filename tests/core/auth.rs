@@ -13,7 +13,6 @@ use mcp_tasks_edge::http::{HttpBody, HttpRequest, HttpResponse, handle};
 use mcp_tasks_edge::ids::SequentialIds;
 use mcp_tasks_edge::server::Server;
 use mcp_tasks_edge::store::{MemoryStore, Store};
-use p256::ecdsa::signature::Signer as _;
 use serde_json::{Value, json};
 
 use crate::support::{T0, caps, config, meta, standard_headers};
