@@ -10,5 +10,6 @@ mod lifecycle;
 mod listen;
 mod model;
 mod ownership;
+mod round_trips;
 mod support;
 mod transcript;
