@@ -111,7 +111,7 @@ fn each_method_costs_the_minimum() {
         counts(1, 2, 0, 2),
         "tick: due query, read, lease, commit, next due"
     );
-    let mut tick_counts = || {
+    let tick_counts = || {
         store.take();
         assert_eq!(block_on(s.tick(T0)).stepped, 0);
         store.take()
