@@ -1,7 +1,8 @@
 //! Server settings, and reading them from a platform's environment
 //! (Worker variables and secrets, WASI environment variables).
 
-use crate::auth::Auth;
+use crate::auth::{Auth, JwtAuth, parse_jwks};
+use crate::limits::Limits;
 use crate::tasks::record::Owner;
 use crate::tools::ToolSelection;
 
@@ -41,6 +42,8 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     /// How callers are identified.
     pub auth: Auth,
+    /// Input limits and quotas.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -67,8 +70,60 @@ impl Default for Config {
                 "http://127.0.0.1:*".to_owned(),
             ],
             auth: Auth::Unconfigured,
+            limits: Limits::default(),
         }
     }
+}
+
+fn jwt_from_env(
+    get: &dyn Fn(&str) -> Option<String>,
+    number: &dyn Fn(&str) -> Result<Option<u64>, ConfigError>,
+) -> Result<JwtAuth, ConfigError> {
+    let required = |name: &str| {
+        get(name).ok_or_else(|| ConfigError(format!("{name} is required with MCP_AUTH=jwt")))
+    };
+    let resource = required("MCP_RESOURCE_URL")?;
+    if !(resource.starts_with("https://") || resource.starts_with("http://")) {
+        return Err(ConfigError(
+            "MCP_RESOURCE_URL must be an http(s) URL".into(),
+        ));
+    }
+    let issuer = required("MCP_JWT_ISSUER")?;
+    let hs256_secret = match get("MCP_JWT_HS256_SECRET") {
+        Some(s) if s.len() >= 32 => Some(s.into_bytes()),
+        Some(_) => {
+            return Err(ConfigError(
+                "MCP_JWT_HS256_SECRET must be at least 32 bytes".into(),
+            ));
+        }
+        None => None,
+    };
+    let keys = match get("MCP_JWT_KEYS") {
+        Some(text) => parse_jwks(&text).map_err(|e| ConfigError(format!("MCP_JWT_KEYS: {e}")))?,
+        None => Vec::new(),
+    };
+    if hs256_secret.is_none() && keys.is_empty() {
+        return Err(ConfigError(
+            "MCP_AUTH=jwt needs MCP_JWT_HS256_SECRET or MCP_JWT_KEYS".into(),
+        ));
+    }
+    let authorization_servers = get("MCP_AUTHORIZATION_SERVERS")
+        .map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![issuer.clone()]);
+    Ok(JwtAuth {
+        issuer,
+        resource,
+        hs256_secret,
+        keys,
+        tenant_claim: get("MCP_JWT_TENANT_CLAIM").unwrap_or_else(|| "tenant".to_owned()),
+        leeway_ms: number("MCP_JWT_LEEWAY_MS")?.map_or(60_000, |v| v.min(3_600_000) as i64),
+        authorization_servers,
+    })
 }
 
 /// Reading a setting failed.
@@ -92,8 +147,16 @@ impl Config {
     /// | `MCP_STATE_SECRET` | key for `requestState` tags (secret, required) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
-    /// | `MCP_AUTH` | `insecure-local` for local development (see [`Auth`]) |
+    /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
     /// | `MCP_INSECURE_PRINCIPAL` | `tenant/principal` used by `insecure-local` |
+    /// | `MCP_RESOURCE_URL` | this server's MCP URL: the required token audience (`jwt`) |
+    /// | `MCP_JWT_ISSUER` | the required token issuer (`jwt`) |
+    /// | `MCP_JWT_HS256_SECRET` | shared secret for HS256 tokens (secret, >= 32 bytes) |
+    /// | `MCP_JWT_KEYS` | JWKS with Ed25519 (`OKP`) and P-256 (`EC`) public keys |
+    /// | `MCP_JWT_TENANT_CLAIM` | the claim naming the tenant (default `tenant`; the issuer when absent) |
+    /// | `MCP_JWT_LEEWAY_MS` | clock skew allowed on `exp`/`nbf` (default 60000) |
+    /// | `MCP_AUTHORIZATION_SERVERS` | comma-separated, for the protected resource metadata (default: the issuer) |
+    /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no quota) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let mut c = Config::default();
         let get = |name: &str| {
@@ -155,12 +218,12 @@ impl Config {
                     principal: principal.to_owned(),
                 })
             }
-            Some(_) => {
-                return Err(ConfigError(
-                    "MCP_AUTH must be insecure-local (or unset)".into(),
-                ));
-            }
+            Some("jwt") => Auth::Jwt(Box::new(jwt_from_env(&get, &number)?)),
+            Some(_) => return Err(ConfigError("MCP_AUTH must be jwt or insecure-local".into())),
         };
+        if let Some(v) = number("MCP_MAX_OUTSTANDING_TASKS")? {
+            c.limits.max_outstanding_tasks = usize::try_from(v).unwrap_or(usize::MAX);
+        }
         Ok(c)
     }
 }
@@ -229,6 +292,59 @@ mod tests {
             let e = Config::from_env(bad).unwrap_err();
             assert!(!e.0.contains(secret));
         }
+        for bad_jwt in [
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "jwt"),
+            ]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "jwt"),
+                ("MCP_RESOURCE_URL", "http://a/mcp"),
+                ("MCP_JWT_ISSUER", "i"),
+            ]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "jwt"),
+                ("MCP_RESOURCE_URL", "http://a/mcp"),
+                ("MCP_JWT_ISSUER", "i"),
+                ("MCP_JWT_HS256_SECRET", secret),
+            ]),
+            env(&[
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "jwt"),
+                ("MCP_RESOURCE_URL", "http://a/mcp"),
+                ("MCP_JWT_ISSUER", "i"),
+                (
+                    "MCP_JWT_KEYS",
+                    r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"AAAA","d":"d-value-do-not-echo"}]}"#,
+                ),
+            ]),
+        ] {
+            let e = Config::from_env(bad_jwt).unwrap_err();
+            assert!(
+                !e.0.contains(secret) && !e.0.contains("d-value-do-not-echo"),
+                "{e}"
+            );
+        }
+        let c = Config::from_env(env(&[
+            ("MCP_STATE_SECRET", "0123456789abcdef"),
+            ("MCP_AUTH", "jwt"),
+            ("MCP_RESOURCE_URL", "http://127.0.0.1:8787/mcp"),
+            ("MCP_JWT_ISSUER", "https://issuer.example"),
+            ("MCP_JWT_HS256_SECRET", "0123456789abcdef0123456789abcdef"),
+        ]))
+        .unwrap();
+        let jwt = c.auth.jwt().unwrap();
+        assert_eq!(jwt.authorization_servers, ["https://issuer.example"]);
+        assert_eq!(
+            jwt.metadata_url(),
+            "http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp"
+        );
+        assert!(
+            !format!("{:?}", c.auth).contains("0123456789abcdef0123456789abcdef"),
+            "Debug never shows the secret"
+        );
         let c = Config::from_env(env(&[("MCP_STATE_SECRET", "0123456789abcdef")])).unwrap();
         assert_eq!(
             c.auth,

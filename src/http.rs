@@ -124,25 +124,68 @@ pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// Handles one HTTP request: authenticates the caller with the configured
-/// [`crate::auth::Auth`], then serves it. This is what adapters call.
+/// Handles one HTTP request: routes it, checks `Origin` and the method,
+/// authenticates the caller with the configured [`crate::auth::Auth`], then
+/// serves it. This is what adapters call.
 pub async fn handle<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     now: Millis,
 ) -> HttpResponse {
-    if req.path != server.config().endpoint_path {
-        return not_found();
+    let config = server.config();
+    if let Some(jwt) = config.auth.jwt()
+        && is_metadata_path(req.path, &config.endpoint_path)
+    {
+        return match req.method {
+            "GET" | "HEAD" => {
+                HttpResponse::json(200, serde_json::to_vec(&jwt.metadata()).unwrap_or_default())
+            }
+            _ => method_not_allowed("GET"),
+        };
     }
-    match server.config().auth.authenticate(req, now) {
-        Ok(owner) => serve(server, req, &RequestContext { owner, now }).await,
+    if let Some(refused) = preflight(config, req) {
+        return refused;
+    }
+    match config.auth.authenticate(req, now) {
+        Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }).await,
         Err(AuthError::NotConfigured) => HttpResponse::rejected(
             503,
             RpcError::internal(
                 "Authentication is not configured on this server, so it serves no requests.",
             ),
         ),
+        Err(e) => unauthorized(config, e),
     }
+}
+
+fn is_metadata_path(path: &str, endpoint: &str) -> bool {
+    path.strip_prefix("/.well-known/oauth-protected-resource")
+        .is_some_and(|rest| rest.is_empty() || rest == endpoint)
+}
+
+/// 401 with the RFC 9728 pointer to this resource's metadata.
+fn unauthorized(config: &crate::config::Config, e: AuthError) -> HttpResponse {
+    let metadata = config
+        .auth
+        .jwt()
+        .map(|j| j.metadata_url())
+        .unwrap_or_default();
+    let (challenge, message, reason) = match e {
+        AuthError::InvalidToken(reason) => (
+            format!("Bearer resource_metadata=\"{metadata}\", error=\"invalid_token\""),
+            "Unauthorized: the bearer token is not valid for this server.",
+            reason,
+        ),
+        _ => (
+            format!("Bearer resource_metadata=\"{metadata}\""),
+            "Unauthorized: a bearer token is required.",
+            "missing token",
+        ),
+    };
+    let mut r = HttpResponse::rejected(401, RpcError::invalid_request(message));
+    r.headers.push(("www-authenticate", challenge));
+    r.trace.auth = Some(reason);
+    r
 }
 
 fn not_found() -> HttpResponse {
@@ -154,32 +197,53 @@ fn not_found() -> HttpResponse {
     }
 }
 
+fn method_not_allowed(allow: &str) -> HttpResponse {
+    HttpResponse {
+        status: 405,
+        headers: vec![("allow", allow.to_owned())],
+        body: HttpBody::Empty,
+        trace: Trace::default(),
+    }
+}
+
+/// Checks that need neither the caller nor the body: path, `Origin`
+/// (403 for a present, disallowed origin) and method (POST only).
+fn preflight(config: &crate::config::Config, req: &HttpRequest<'_>) -> Option<HttpResponse> {
+    if req.path != config.endpoint_path {
+        return Some(not_found());
+    }
+    if let Some(origin) = req.header("origin")
+        && !origin_allowed(origin.trim(), &config.allowed_origins)
+    {
+        return Some(HttpResponse::rejected(
+            403,
+            RpcError::invalid_request("The request's Origin is not allowed."),
+        ));
+    }
+    if req.method != "POST" {
+        return Some(method_not_allowed("POST"));
+    }
+    None
+}
+
 /// Serves one HTTP request for an already authenticated caller.
 pub async fn serve<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
 ) -> HttpResponse {
+    match preflight(server.config(), req) {
+        Some(refused) => refused,
+        None => serve_checked(server, req, ctx).await,
+    }
+}
+
+async fn serve_checked<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    ctx: &RequestContext,
+) -> HttpResponse {
     let config = server.config();
-    if req.path != config.endpoint_path {
-        return not_found();
-    }
-    if let Some(origin) = req.header("origin")
-        && !origin_allowed(origin.trim(), &config.allowed_origins)
-    {
-        return HttpResponse::rejected(
-            403,
-            RpcError::invalid_request("The request's Origin is not allowed."),
-        );
-    }
-    if req.method != "POST" {
-        return HttpResponse {
-            status: 405,
-            headers: vec![("allow", "POST".to_owned())],
-            body: HttpBody::Empty,
-            trace: Trace::default(),
-        };
-    }
     if req.body.len() > config.max_body_bytes {
         return HttpResponse::rejected(
             413,
@@ -194,6 +258,9 @@ pub async fn serve<S: Store>(
                 RpcError::invalid_request("The body must be application/json."),
             );
         }
+    }
+    if let Err(why) = crate::limits::check_shape(req.body, &config.limits) {
+        return HttpResponse::rejected(400, RpcError::invalid_request(&why));
     }
     let mirror = Mirror {
         enforce: true,
@@ -210,7 +277,14 @@ pub async fn serve<S: Store>(
             body: HttpBody::Empty,
             trace: Trace::default(),
         },
-        Reply::Json { status, body } => HttpResponse::json(status, body),
+        Reply::Json { status, body } => {
+            let mut r = HttpResponse::json(status, body);
+            if status == 429 {
+                let secs = config.poll_interval_ms.div_ceil(1000).max(1);
+                r.headers.push(("retry-after", secs.to_string()));
+            }
+            r
+        }
         Reply::Listen(sub) => HttpResponse {
             status: 200,
             headers: vec![

@@ -16,6 +16,7 @@ pub mod crypto;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod limits;
 pub mod mrtr;
 pub mod platform;
 pub mod protocol;

@@ -21,7 +21,7 @@ use crate::store::Store;
 use crate::tasks::record::{Owner, Phase, TaskRecord, complete_result};
 use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
-use crate::tasks::{TaskService, load};
+use crate::tasks::{TaskService, load, quota};
 use crate::time::Millis;
 use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall, ToolSet};
 
@@ -118,6 +118,8 @@ pub struct Trace {
     pub task_id: Option<String>,
     /// The JSON-RPC error code, if the request failed.
     pub error: Option<i64>,
+    /// Why authentication failed (a fixed phrase, never token content).
+    pub auth: Option<&'static str>,
 }
 
 /// What the server answers to one message.
@@ -341,6 +343,7 @@ impl<S: Store> Server<S> {
             }
             Method::ToolsCall => {
                 let p: CallToolParams = typed(raw, method_name)?;
+                self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
                 mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
                 self.call_tool(p, &caps, ctx, trace)
                     .await
@@ -361,6 +364,7 @@ impl<S: Store> Server<S> {
             }
             Method::TasksUpdate => {
                 let p: UpdateTaskParams = typed(raw, method_name)?;
+                self.check_responses(p.input_responses.len())?;
                 mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
                 TaskService::new(&self.store)
                     .update(&ctx.owner, &p.task_id, &p.input_responses, ctx.now)
@@ -463,6 +467,16 @@ impl<S: Store> Server<S> {
             return Err(RpcError::unsupported_version(truncate(&version, 64)));
         }
         Ok(caps)
+    }
+
+    fn check_responses(&self, n: usize) -> Result<(), RpcError> {
+        let max = self.config.limits.max_input_responses;
+        if n > max {
+            return Err(RpcError::invalid_params(format!(
+                "Too many inputResponses: at most {max} per request."
+            )));
+        }
+        Ok(())
     }
 
     fn discover(&self) -> Value {
@@ -630,12 +644,15 @@ impl<S: Store> Server<S> {
         ctx: &RequestContext,
     ) -> Result<TaskRecord, RpcError> {
         let service = TaskService::new(&self.store);
+        let max = self.config.limits.max_outstanding_tasks;
+        let expires = record.expires_at();
         if let Some(nonce) = nonce {
             let derived = hmac_sha256(
                 &self.config.state_secret,
                 &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()],
             );
             record.id = format!("tsk_{}", b64url(&derived[..16]));
+            quota::reserve(&self.store, &ctx.owner, &record.id, expires, ctx.now, max).await?;
             if service.create(&record).await? {
                 return Ok(record);
             }
@@ -648,6 +665,7 @@ impl<S: Store> Server<S> {
         }
         for _ in 0..3 {
             record.id = self.ids.task_id()?;
+            quota::reserve(&self.store, &ctx.owner, &record.id, expires, ctx.now, max).await?;
             if service.create(&record).await? {
                 return Ok(record);
             }

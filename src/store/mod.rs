@@ -30,8 +30,10 @@
 //!    internal error, never as "not found".
 
 pub mod contract;
+mod counting;
 mod memory;
 
+pub use counting::{CountingStore, Counts};
 pub use memory::MemoryStore;
 
 use crate::time::Millis;

@@ -6,6 +6,7 @@
 //! version, so concurrent clients and runners never overwrite each other.
 
 pub mod input;
+pub mod quota;
 pub mod record;
 pub mod runner;
 pub mod state;
@@ -37,12 +38,25 @@ pub fn encode(record: &TaskRecord) -> Result<String, RpcError> {
         .map_err(|_| RpcError::internal("Internal error: a task could not be encoded."))
 }
 
+/// Whether `id` has the shape of a task id. Other keys in the store (quota
+/// records) are never read as tasks, and junk ids cost no store read.
+pub fn is_task_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.starts_with("tsk_")
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// Reads a record from the store. A body that does not decode is reported,
 /// never overwritten.
 pub async fn load<S: Store>(
     store: &S,
     id: &str,
 ) -> Result<Option<(Version, TaskRecord)>, RpcError> {
+    if !is_task_id(id) {
+        return Ok(None);
+    }
     let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
         return Ok(None);
     };

@@ -3,10 +3,13 @@
 //! Host tests of the core through its HTTP function, with `MemoryStore` and
 //! a fixed clock.
 
+mod auth;
 mod errors;
 mod fencing;
 mod lifecycle;
 mod listen;
+mod model;
 mod ownership;
+mod round_trips;
 mod support;
 mod transcript;

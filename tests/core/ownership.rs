@@ -72,7 +72,13 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
     assert_eq!(probe(&alice, "tasks/get", &expiring), unknown, "expired");
     let report = alice.tick();
     assert_eq!(report.purged, 3, "{report}");
-    assert!(store.is_empty());
+    for id in [&mine, &expiring, &purged] {
+        assert_eq!(
+            block_on(store.get(id)).unwrap(),
+            None,
+            "purged from the store"
+        );
+    }
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
         assert_eq!(
             probe(&alice, method, &purged),

@@ -148,9 +148,9 @@ async function httpEdges() {
     const created = lines.find((o) => o.method === 'tools/call' && o.task === taskId);
     check(created, `no log line for the tools/call (got ${JSON.stringify(lines)})`);
     equal(Object.keys(created).sort(),
-      ['at', 'error', 'http', 'method', 'ms', 'status', 'store', 'subrequests', 'task', 'tool'], 'log line fields');
+      ['at', 'auth', 'error', 'http', 'method', 'ms', 'status', 'store', 'subrequests', 'task', 'tool'], 'log line fields');
     check(created.tool === 'slow_compute' && created.status === 200 && created.error === null && created.http === 'POST'
-      && Number.isInteger(created.ms) && created.subrequests === 1, `log line: ${JSON.stringify(created)}`);
+      && Number.isInteger(created.ms) && created.subrequests >= 1, `log line: ${JSON.stringify(created)}`);
     const failed = lines.find((o) => o.method === 'tasks/get' && o.error === -32602);
     check(failed && failed.status === 200 && failed.task === null, `failed tasks/get line: ${JSON.stringify(failed)}`);
     check(!logSince(offset).includes(marker), 'the log contains request input or the bearer token');

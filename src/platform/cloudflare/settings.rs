@@ -128,8 +128,9 @@ pub fn known_http_method(m: &str) -> &'static str {
 
 impl RequestLog {
     /// One JSON object on one line: what was asked (known method and tool
-    /// names only), the outcome (HTTP status, JSON-RPC error code), the task
-    /// concerned and the duration. Never tokens, bodies or other input.
+    /// names only), the outcome (HTTP status, JSON-RPC error code, why
+    /// authentication failed as a fixed phrase), the task concerned and the
+    /// duration. Never tokens, bodies or other input.
     pub fn line(&self, now: Millis, store: StoreMode) -> String {
         let mut v = json!({
             "at": crate::time::iso8601(now),
@@ -139,6 +140,7 @@ impl RequestLog {
             "tool": self.trace.tool,
             "error": self.trace.error,
             "task": self.trace.task_id,
+            "auth": self.trace.auth,
             "ms": (now - self.started).max(0),
             "store": store.as_str(),
             "subrequests": self.subrequests,
@@ -216,6 +218,7 @@ mod tests {
                 tool: None,
                 task_id: Some("tsk_1".into()),
                 error: Some(-32602),
+                auth: None,
             },
             started: 1_000,
             events: None,
@@ -227,7 +230,7 @@ mod tests {
         assert_eq!(
             v,
             json!({
-                "at": "1970-01-01T00:00:01.250Z", "http": "POST", "status": 400,
+                "at": "1970-01-01T00:00:01.250Z", "http": "POST", "status": 400, "auth": null,
                 "method": "tasks/get", "tool": null, "error": -32602, "task": "tsk_1",
                 "ms": 250, "store": "do", "subrequests": 1
             })

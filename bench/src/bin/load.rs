@@ -1,0 +1,331 @@
+//! A small loopback load client for MCP servers speaking 2026-07-28 with the
+//! tasks extension. Each connection is one keep-alive HTTP/1.1 client that
+//! sends requests back to back for the run's duration.
+//!
+//!   load --url http://127.0.0.1:8788/mcp --workload get --concurrency 16 --seconds 10
+//!
+//! Workloads:
+//! - `get`: `tasks/get` on one existing task (the hot path);
+//! - `discover`: `server/discover` (no store access; the cost of the stack);
+//! - `flow`: create a `generate_report` task, poll until `input_required`,
+//!   answer it, poll until `completed`; counts flows and every request;
+//! - `create`: `tools/call slow_compute {seconds: 3600}` (a new stored task
+//!   per request), after `--prefill N` tasks were created.
+//!
+//! Prints one JSON line with requests/s and latency percentiles.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+struct Args {
+    url: String,
+    workload: String,
+    concurrency: usize,
+    seconds: f64,
+    prefill: usize,
+    label: String,
+    headers: Vec<(String, String)>,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        url: "http://127.0.0.1:8788/mcp".into(),
+        workload: "get".into(),
+        concurrency: 1,
+        seconds: 5.0,
+        prefill: 0,
+        label: String::new(),
+        headers: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it.next().unwrap_or_default();
+        match k.as_str() {
+            "--url" => a.url = v,
+            "--workload" => a.workload = v,
+            "--concurrency" => a.concurrency = v.parse().unwrap_or(1),
+            "--seconds" => a.seconds = v.parse().unwrap_or(5.0),
+            "--prefill" => a.prefill = v.parse().unwrap_or(0),
+            "--label" => a.label = v,
+            "--header" => {
+                if let Some((n, val)) = v.split_once(':') {
+                    a.headers.push((n.trim().to_owned(), val.trim().to_owned()));
+                }
+            }
+            other => {
+                eprintln!("unknown option {other}");
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+const CAPS: &str = r#"{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
+
+fn message(id: u64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": serde_json::from_str::<Value>(CAPS).unwrap_or_default(),
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    host: String,
+    path: String,
+    extra: Vec<(String, String)>,
+    next_id: u64,
+}
+
+impl Conn {
+    async fn open(url: &str, extra: &[(String, String)]) -> Result<Conn, String> {
+        let rest = url.strip_prefix("http://").ok_or("only http:// URLs")?;
+        let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+        let stream = TcpStream::connect(host).await.map_err(|e| e.to_string())?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn { sender, host: host.to_owned(), path, extra: extra.to_vec(), next_id: 1 })
+    }
+
+    /// Sends one request; returns the JSON-RPC message in the reply (JSON or
+    /// the matching SSE event) and the HTTP status.
+    async fn call(&mut self, method: &str, params: Value) -> Result<(u16, Value), String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = match method {
+            "tools/call" => params.get("name").and_then(Value::as_str).map(str::to_owned),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params.get("taskId").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        };
+        let body = serde_json::to_vec(&message(id, method, params)).map_err(|e| e.to_string())?;
+        let mut req = Request::post(&self.path)
+            .header("host", &self.host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(n) = name {
+            req = req.header("mcp-name", n);
+        }
+        for (k, v) in &self.extra {
+            req = req.header(k, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let resp = self.sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let value = if sse {
+            let text = String::from_utf8_lossy(&bytes);
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|v| v.get("id") == Some(&json!(id)))
+                .unwrap_or(Value::Null)
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+}
+
+fn ok_result(status: u16, v: &Value) -> Option<&Value> {
+    if status == 200 { v.get("result") } else { None }
+}
+
+async fn create_report(c: &mut Conn) -> Result<String, String> {
+    let (s, v) = c.call("tools/call", json!({"name": "generate_report", "arguments": {"size": "large"}})).await?;
+    ok_result(s, &v)
+        .and_then(|r| r.get("taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no task from generate_report: {s} {v}"))
+}
+
+#[derive(Default)]
+struct Tally {
+    latencies_us: Vec<u32>,
+    errors: u64,
+    flows: u64,
+}
+
+async fn timed(c: &mut Conn, t: &mut Tally, method: &str, params: Value) -> Option<Value> {
+    let start = Instant::now();
+    let r = c.call(method, params).await;
+    t.latencies_us.push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+    match r {
+        Ok((200, v)) if v.get("result").is_some() => Some(v),
+        _ => {
+            t.errors += 1;
+            None
+        }
+    }
+}
+
+async fn worker(args: &Args, shared_task: Option<String>, deadline: Instant) -> Result<Tally, String> {
+    let mut c = Conn::open(&args.url, &args.headers).await?;
+    let mut t = Tally::default();
+    while Instant::now() < deadline {
+        match args.workload.as_str() {
+            "get" => {
+                let id = shared_task.clone().unwrap_or_default();
+                timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await;
+            }
+            "discover" => {
+                timed(&mut c, &mut t, "server/discover", json!({})).await;
+            }
+            "create" => {
+                timed(&mut c, &mut t, "tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "load"}})).await;
+            }
+            "flow" => {
+                let Some(v) = timed(&mut c, &mut t, "tools/call", json!({"name": "generate_report", "arguments": {"size": "small"}})).await else { continue };
+                let Some(id) = v["result"]["taskId"].as_str().map(str::to_owned) else {
+                    t.errors += 1;
+                    continue;
+                };
+                let mut key = None;
+                while Instant::now() < deadline + Duration::from_secs(30) {
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await else { break };
+                    if g["result"]["status"] == "input_required" {
+                        key = g["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned());
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                let Some(key) = key else {
+                    t.errors += 1;
+                    continue;
+                };
+                timed(&mut c, &mut t, "tasks/update", json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}})).await;
+                while Instant::now() < deadline + Duration::from_secs(30) {
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await else { break };
+                    if g["result"]["status"] == "completed" {
+                        t.flows += 1;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+            other => return Err(format!("unknown workload {other}")),
+        }
+    }
+    Ok(t)
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = parse_args();
+    let mut setup = match Conn::open(&args.url, &args.headers).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("load: cannot connect to {}: {e}", args.url);
+            std::process::exit(1);
+        }
+    };
+    let shared_task = if args.workload == "get" {
+        match create_report(&mut setup).await {
+            Ok(id) => Some(id),
+            Err(e) => {
+                eprintln!("load: setup failed: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    if args.prefill > 0 {
+        let started = Instant::now();
+        let per = args.prefill.div_ceil(args.concurrency.max(1));
+        let mut handles = Vec::new();
+        for _ in 0..args.concurrency.max(1) {
+            let url = args.url.clone();
+            let extra = args.headers.clone();
+            handles.push(tokio::spawn(async move {
+                let mut c = Conn::open(&url, &extra).await?;
+                for _ in 0..per {
+                    c.call("tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "prefill"}})).await?;
+                }
+                Ok::<(), String>(())
+            }));
+        }
+        for h in handles {
+            if let Ok(Err(e)) = h.await {
+                eprintln!("load: prefill failed: {e}");
+                std::process::exit(1);
+            }
+        }
+        eprintln!("load: prefilled {} tasks in {:.1} s", per * args.concurrency.max(1), started.elapsed().as_secs_f64());
+    }
+    let args = std::sync::Arc::new(args);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let mut handles = Vec::new();
+    for _ in 0..args.concurrency.max(1) {
+        let args = args.clone();
+        let task = shared_task.clone();
+        handles.push(tokio::spawn(async move { worker(&args, task, deadline).await }));
+    }
+    let mut all = Tally::default();
+    for h in handles {
+        match h.await {
+            Ok(Ok(t)) => {
+                all.latencies_us.extend(t.latencies_us);
+                all.errors += t.errors;
+                all.flows += t.flows;
+            }
+            Ok(Err(e)) => {
+                eprintln!("load: worker failed: {e}");
+                all.errors += 1;
+            }
+            Err(e) => {
+                eprintln!("load: worker panicked: {e}");
+                all.errors += 1;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.latencies_us.sort_unstable();
+    let n = all.latencies_us.len();
+    let out = json!({
+        "label": args.label,
+        "workload": args.workload,
+        "concurrency": args.concurrency,
+        "prefill": args.prefill,
+        "seconds": elapsed,
+        "requests": n,
+        "errors": all.errors,
+        "flows": all.flows,
+        "rps": n as f64 / elapsed,
+        "flows_per_s": all.flows as f64 / elapsed,
+        "p50_us": percentile(&all.latencies_us, 0.50),
+        "p99_us": percentile(&all.latencies_us, 0.99),
+    });
+    println!("{out}");
+}

@@ -1,0 +1,97 @@
+//! The outstanding-task quota: each principal may have at most N unfinished
+//! tasks. A small per-owner record lists the ids of the owner's tasks with
+//! their expiry; creating a task adds to it with compare-and-swap. Finished
+//! tasks are pruned lazily, only when the list is full (so a normal create
+//! costs one read and one write of this record, and a full one a read of
+//! each listed task).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::record::Owner;
+use super::{load, store_unavailable};
+use crate::crypto::{b64url, sha256};
+use crate::error::RpcError;
+use crate::store::{Store, StoreError};
+use crate::time::Millis;
+
+const ATTEMPTS: usize = 8;
+
+#[derive(Default, Serialize, Deserialize)]
+struct Outstanding {
+    /// Task id -> expiry.
+    tasks: BTreeMap<String, Millis>,
+}
+
+/// The store key of `owner`'s quota record. It never looks like a task id.
+pub fn key(owner: &Owner) -> String {
+    let digest = sha256(format!("{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
+    format!("own_{}", b64url(&digest[..18]))
+}
+
+fn exceeded(max: usize) -> RpcError {
+    RpcError::invalid_params(format!(
+        "Task quota exceeded: at most {max} unfinished tasks per caller; cancel or wait for one to finish."
+    ))
+    .with_data(json!({ "reason": "quota", "maxOutstandingTasks": max }))
+    .with_status(429)
+}
+
+/// Counts `task_id` (expiring at `expires_at`) against `owner`'s quota of
+/// `max` unfinished tasks, or refuses with -32602 (HTTP 429).
+pub async fn reserve<S: Store>(
+    store: &S,
+    owner: &Owner,
+    task_id: &str,
+    expires_at: Millis,
+    now: Millis,
+    max: usize,
+) -> Result<(), RpcError> {
+    if max == 0 {
+        return Ok(());
+    }
+    let key = key(owner);
+    for _ in 0..ATTEMPTS {
+        let current = store.get(&key).await.map_err(|e| store_unavailable(&e))?;
+        let (version, mut list) = match &current {
+            Some(e) => (
+                Some(e.version),
+                serde_json::from_str::<Outstanding>(&e.body).unwrap_or_default(),
+            ),
+            None => (None, Outstanding::default()),
+        };
+        list.tasks.retain(|_, exp| *exp > now);
+        if list.tasks.len() >= max && !list.tasks.contains_key(task_id) {
+            let ids: Vec<String> = list.tasks.keys().cloned().collect();
+            for id in ids {
+                let unfinished = match load(store, &id).await {
+                    Ok(Some((_, r))) => {
+                        r.owner == *owner && !r.is_expired(now) && !r.status().is_terminal()
+                    }
+                    Ok(None) => false,
+                    Err(e) => return Err(e),
+                };
+                if !unfinished {
+                    list.tasks.remove(&id);
+                }
+            }
+            if list.tasks.len() >= max {
+                return Err(exceeded(max));
+            }
+        }
+        list.tasks.insert(task_id.to_owned(), expires_at);
+        let body = serde_json::to_string(&list)
+            .map_err(|_| RpcError::internal("Internal error: quota encoding failed."))?;
+        match store.put(&key, version, &body, None).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(store_unavailable(&e)),
+        }
+    }
+    Err(
+        RpcError::internal("Internal error: the quota record is busy; retry later.")
+            .with_status(503),
+    )
+}

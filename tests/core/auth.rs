@@ -1,0 +1,560 @@
+//! Authentication and tenancy through the adapter-facing HTTP function:
+//! every token defect is refused with 401, and a cross-tenant probe matrix
+//! over every task method finds no difference between a foreign task and
+//! one that never existed.
+
+use std::sync::Arc;
+
+use ed25519_dalek::Signer as _;
+use mcp_tasks_edge::auth::{Auth, JwtAuth, KeyKind, PublicKey, sign_hs256};
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::crypto::b64url;
+use mcp_tasks_edge::http::{HttpBody, HttpRequest, HttpResponse, handle};
+use mcp_tasks_edge::ids::SequentialIds;
+use mcp_tasks_edge::server::Server;
+use mcp_tasks_edge::store::{MemoryStore, Store};
+use serde_json::{Value, json};
+
+use crate::support::{T0, caps, config, meta, standard_headers};
+
+const RESOURCE: &str = "http://127.0.0.1:8787/mcp";
+const ISSUER: &str = "https://issuer.test";
+const HS: &[u8] = b"an-hs256-secret-of-at-least-32-bytes!!";
+
+fn ed_key() -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[7u8; 32])
+}
+
+fn p256_key() -> p256::ecdsa::SigningKey {
+    p256::ecdsa::SigningKey::from_slice(&[9u8; 32]).unwrap()
+}
+
+fn jwt_auth() -> JwtAuth {
+    JwtAuth {
+        issuer: ISSUER.into(),
+        resource: RESOURCE.into(),
+        hs256_secret: Some(HS.to_vec()),
+        keys: vec![
+            PublicKey {
+                kid: Some("ed-1".into()),
+                key: KeyKind::Ed25519(ed_key().verifying_key()),
+            },
+            PublicKey {
+                kid: Some("p256-1".into()),
+                key: KeyKind::P256(*p256_key().verifying_key()),
+            },
+        ],
+        tenant_claim: "tenant".into(),
+        leeway_ms: 60_000,
+        authorization_servers: vec![ISSUER.into()],
+    }
+}
+
+fn server() -> Server<Arc<MemoryStore>> {
+    let mut c = config();
+    c.auth = Auth::Jwt(Box::new(jwt_auth()));
+    Server::new(
+        Arc::new(MemoryStore::new()),
+        c,
+        Box::new(SequentialIds::starting_at(1)),
+    )
+    .unwrap()
+}
+
+fn claims(sub: &str, tenant: &str) -> Value {
+    json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "tenant": tenant, "exp": T0 / 1000 + 600, "iat": T0 / 1000})
+}
+
+fn hs(sub: &str, tenant: &str) -> String {
+    sign_hs256(HS, &claims(sub, tenant))
+}
+
+/// A compact JWS with any header and claims, signed by `sign` over the input.
+fn jws(header: Value, claims: &Value, sign: impl Fn(&[u8]) -> Vec<u8>) -> String {
+    let input = format!(
+        "{}.{}",
+        b64url(header.to_string().as_bytes()),
+        b64url(claims.to_string().as_bytes())
+    );
+    let sig = sign(input.as_bytes());
+    format!("{input}.{}", b64url(&sig))
+}
+
+fn eddsa(claims: &Value, kid: &str) -> String {
+    jws(json!({"alg": "EdDSA", "kid": kid}), claims, |m| {
+        ed_key().sign(m).to_bytes().to_vec()
+    })
+}
+
+fn es256(claims: &Value, kid: &str) -> String {
+    jws(json!({"alg": "ES256", "kid": kid}), claims, |m| {
+        let s: p256::ecdsa::Signature = p256_key().sign(m);
+        s.to_bytes().to_vec()
+    })
+}
+
+fn call(
+    s: &Server<Arc<MemoryStore>>,
+    token: Option<&str>,
+    id: i64,
+    method: &str,
+    params: Value,
+) -> HttpResponse {
+    let mut params = params;
+    params["_meta"] = meta(caps());
+    let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut headers: Vec<(String, String)> = standard_headers(&msg)
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b))
+        .collect();
+    if let Some(t) = token {
+        headers.push(("Authorization".into(), format!("Bearer {t}")));
+    }
+    let body = serde_json::to_vec(&msg).unwrap();
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        headers: &headers,
+        body: &body,
+    };
+    block_on(handle(s, &req, T0))
+}
+
+fn json_of(r: &HttpResponse) -> Value {
+    serde_json::from_slice(r.body_bytes()).unwrap_or(Value::Null)
+}
+
+#[test]
+fn valid_tokens_of_every_algorithm_are_accepted() {
+    let s = server();
+    let c = claims("alice", "acme");
+    for token in [hs("alice", "acme"), eddsa(&c, "ed-1"), es256(&c, "p256-1")] {
+        let r = call(&s, Some(&token), 1, "tools/list", json!({}));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(r.body_bytes()));
+    }
+    // aud as an array, and a token without a tenant claim (tenant = issuer).
+    let mut c2 = claims("alice", "acme");
+    c2["aud"] = json!(["https://other.example", RESOURCE]);
+    c2.as_object_mut().unwrap().remove("tenant");
+    assert_eq!(
+        call(&s, Some(&sign_hs256(HS, &c2)), 1, "tools/list", json!({})).status,
+        200
+    );
+}
+
+#[test]
+fn every_token_defect_is_refused_with_401() {
+    let s = server();
+    let good = claims("alice", "acme");
+    let with = |k: &str, v: Value| {
+        let mut c = good.clone();
+        c[k] = v;
+        c
+    };
+    let without = |k: &str| {
+        let mut c = good.clone();
+        c.as_object_mut().unwrap().remove(k);
+        c
+    };
+    let mut flipped = hs("alice", "acme");
+    let last = flipped.pop().unwrap();
+    flipped.push(if last == 'A' { 'B' } else { 'A' });
+    let defects: Vec<(&str, String)> = vec![
+        (
+            "expired",
+            sign_hs256(HS, &with("exp", json!(T0 / 1000 - 61))),
+        ),
+        (
+            "not yet valid",
+            sign_hs256(HS, &with("nbf", json!(T0 / 1000 + 61))),
+        ),
+        (
+            "wrong audience",
+            sign_hs256(HS, &with("aud", json!("https://other.example/mcp"))),
+        ),
+        (
+            "audience list without us",
+            sign_hs256(HS, &with("aud", json!(["https://other.example/mcp"]))),
+        ),
+        (
+            "wrong issuer",
+            sign_hs256(HS, &with("iss", json!("https://evil.example"))),
+        ),
+        ("no exp", sign_hs256(HS, &without("exp"))),
+        ("no sub", sign_hs256(HS, &without("sub"))),
+        (
+            "exp not a number",
+            sign_hs256(HS, &with("exp", json!("tomorrow"))),
+        ),
+        ("bad signature", flipped),
+        (
+            "other secret",
+            sign_hs256(b"another-secret-that-is-32-bytes-long!!", &good),
+        ),
+        (
+            "alg none",
+            jws(json!({"alg": "none"}), &good, |_| Vec::new()),
+        ),
+        (
+            "alg none, no signature part",
+            format!(
+                "{}.{}.",
+                b64url(br#"{"alg":"none"}"#),
+                b64url(good.to_string().as_bytes())
+            ),
+        ),
+        ("unknown kid", eddsa(&good, "ed-2")),
+        ("EdDSA key id on ES256", es256(&good, "ed-1")),
+        (
+            "HS256 signed with a public key",
+            jws(json!({"alg": "HS256"}), &good, |m| {
+                mcp_tasks_edge::crypto::hmac_raw(ed_key().verifying_key().as_bytes(), m).to_vec()
+            }),
+        ),
+        (
+            "unsupported alg",
+            jws(json!({"alg": "RS256"}), &good, |_| vec![0; 256]),
+        ),
+        (
+            "crit header",
+            jws(
+                json!({"alg": "EdDSA", "kid": "ed-1", "crit": ["exp"]}),
+                &good,
+                |m| ed_key().sign(m).to_bytes().to_vec(),
+            ),
+        ),
+        ("two parts", "abc.def".into()),
+        ("four parts", "a.b.c.d".into()),
+        ("not base64", "!!!.???.***".into()),
+        (
+            "not json",
+            format!(
+                "{}.{}.{}",
+                b64url(b"hello"),
+                b64url(b"world"),
+                b64url(b"sig")
+            ),
+        ),
+        ("empty", "".into()),
+        ("huge", "a".repeat(9_000)),
+    ];
+    let tried = defects.len();
+    for (why, token) in defects {
+        let r = call(&s, Some(&token), 1, "tools/list", json!({}));
+        assert_eq!(r.status, 401, "{why}");
+        let challenge = r.header("www-authenticate").unwrap_or_default();
+        assert!(challenge.starts_with("Bearer resource_metadata=\"http://127.0.0.1:8787/.well-known/oauth-protected-resource/mcp\""), "{why}: {challenge}");
+        assert!(challenge.contains("error=\"invalid_token\""), "{why}");
+        let body = String::from_utf8_lossy(r.body_bytes()).to_string();
+        assert!(
+            !token.is_empty() && !body.contains(&token[..token.len().min(20)]) || token.len() < 3,
+            "{why}: the token is echoed"
+        );
+        assert!(r.trace.auth.is_some(), "{why}");
+    }
+    println!("token defects tried: {tried}");
+    // No token, and a non-Bearer scheme.
+    let r = call(&s, None, 1, "tools/list", json!({}));
+    assert_eq!(r.status, 401);
+    assert!(
+        !r.header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(caps())}});
+    let mut headers: Vec<(String, String)> = standard_headers(&msg)
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b))
+        .collect();
+    headers.push((
+        "Authorization".into(),
+        format!("Basic {}", b64url(b"alice:pw")),
+    ));
+    let body = serde_json::to_vec(&msg).unwrap();
+    let r = block_on(handle(
+        &s,
+        &HttpRequest {
+            method: "POST",
+            path: "/mcp",
+            headers: &headers,
+            body: &body,
+        },
+        T0,
+    ));
+    assert_eq!(r.status, 401);
+}
+
+#[test]
+fn protected_resource_metadata_is_published() {
+    let s = server();
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let r = block_on(handle(
+            &s,
+            &HttpRequest {
+                method: "GET",
+                path,
+                headers: &[],
+                body: b"",
+            },
+            T0,
+        ));
+        assert_eq!(r.status, 200, "{path}");
+        let m = json_of(&r);
+        assert_eq!(m["resource"], RESOURCE);
+        assert_eq!(m["authorization_servers"], json!([ISSUER]));
+        assert_eq!(m["bearer_methods_supported"], json!(["header"]));
+    }
+}
+
+/// Every task method on own, foreign, expired and random ids, for several
+/// principals in two tenants. Foreign and unknown answers must be
+/// byte-identical, and no probe may change anyone's task.
+#[test]
+fn cross_tenant_probe_matrix() {
+    let s = server();
+    let people = [
+        ("acme", "alice"),
+        ("acme", "bob"),
+        ("globex", "alice"),
+        ("globex", "carol"),
+    ];
+    let tokens: Vec<String> = people.iter().map(|(t, p)| hs(p, t)).collect();
+    // Each person owns a task waiting for input and a finished one.
+    let mut owned: Vec<Vec<String>> = Vec::new();
+    for token in &tokens {
+        let start = |tool: &str, args: Value| -> String {
+            let r = json_of(&call(
+                &s,
+                Some(token),
+                1,
+                "tools/call",
+                json!({"name": tool, "arguments": args}),
+            ));
+            r["result"]["taskId"].as_str().unwrap().to_owned()
+        };
+        owned.push(vec![
+            start("confirm_delete", json!({"filename": "f"})),
+            start("failing_job", json!({})),
+        ]);
+    }
+    block_on(s.tick(T0 + 1_000));
+    let snapshot = |ids: &[Vec<String>]| -> Vec<Option<u64>> {
+        ids.iter()
+            .flatten()
+            .map(|id| block_on(s.store().get(id)).unwrap().map(|e| e.version))
+            .collect()
+    };
+    let before = snapshot(&owned);
+    let methods = [
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "subscriptions/listen",
+    ];
+    let params = |method: &str, id: &str| match method {
+        "tasks/update" => {
+            json!({"taskId": id, "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": true}}}})
+        }
+        "subscriptions/listen" => json!({"notifications": {"taskIds": [id]}}),
+        _ => json!({"taskId": id}),
+    };
+    let answer = |token: &str, method: &str, id: &str| -> (u16, Vec<u8>) {
+        let r = call(&s, Some(token), 77, method, params(method, id));
+        let bytes = match r.body {
+            HttpBody::Events(mut stream) => {
+                // The acknowledgement names the tasks the caller may follow.
+                match block_on(stream.next(s.store(), T0)) {
+                    mcp_tasks_edge::http::Next::Send(b) => b,
+                    other => panic!("{other:?}"),
+                }
+            }
+            _ => r.body_bytes().to_vec(),
+        };
+        (r.status, bytes)
+    };
+    let mut probes = 0;
+    let mut leaks = 0;
+    for (me, token) in tokens.iter().enumerate() {
+        for method in methods {
+            let unknown = answer(token, method, "tsk_AAAAAAAAAAAAAAAAAAAAAA");
+            for random in [
+                "tsk_zzzzzzzzzzzzzzzzzzzzzz",
+                "not-a-task-id",
+                "own_whatever",
+            ] {
+                probes += 1;
+                if answer(token, method, random) != unknown {
+                    leaks += 1;
+                }
+            }
+            for (other, ids) in owned.iter().enumerate() {
+                if other == me {
+                    continue;
+                }
+                for id in ids {
+                    probes += 1;
+                    let got = answer(token, method, id);
+                    if got != unknown {
+                        leaks += 1;
+                        eprintln!(
+                            "LEAK: {} {} on {}'s task {id}: {}",
+                            people[me].1,
+                            method,
+                            people[other].1,
+                            String::from_utf8_lossy(&got.1)
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(snapshot(&owned), before, "a probe changed someone's task");
+    // Expired tasks answer like unknown ones too.
+    let ttl = s.config().task_ttl_ms as i64;
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let token = {
+            let mut c = claims("alice", "acme");
+            c["exp"] = json!((T0 + ttl) / 1000 + 600);
+            sign_hs256(HS, &c)
+        };
+        let msg_of = |id: &str| {
+            let mut p = params(method, id);
+            p["_meta"] = meta(caps());
+            json!({"jsonrpc": "2.0", "id": 77, "method": method, "params": p})
+        };
+        let send = |id: &str| {
+            let msg = msg_of(id);
+            let mut headers: Vec<(String, String)> = standard_headers(&msg)
+                .into_iter()
+                .map(|(a, b)| (a.to_owned(), b))
+                .collect();
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
+            let body = serde_json::to_vec(&msg).unwrap();
+            let r = block_on(handle(
+                &s,
+                &HttpRequest {
+                    method: "POST",
+                    path: "/mcp",
+                    headers: &headers,
+                    body: &body,
+                },
+                T0 + ttl,
+            ));
+            r.body_bytes().to_vec()
+        };
+        probes += 1;
+        if send(&owned[0][1]) != send("tsk_AAAAAAAAAAAAAAAAAAAAAA") {
+            leaks += 1;
+        }
+    }
+    // The owners still see their tasks.
+    for (token, ids) in tokens.iter().zip(&owned) {
+        let r = json_of(&call(
+            &s,
+            Some(token),
+            1,
+            "tasks/get",
+            json!({"taskId": ids[0]}),
+        ));
+        assert_eq!(r["result"]["status"], "input_required");
+    }
+    println!("cross-tenant probes: {probes}, leaks: {leaks}");
+    assert_eq!(leaks, 0);
+    assert!(probes >= 100, "{probes}");
+}
+
+#[test]
+fn the_quota_limits_unfinished_tasks_per_principal() {
+    let mut c = config();
+    c.auth = Auth::Jwt(Box::new(jwt_auth()));
+    c.limits.max_outstanding_tasks = 3;
+    let s = Server::new(
+        Arc::new(MemoryStore::new()),
+        c,
+        Box::new(SequentialIds::starting_at(1)),
+    )
+    .unwrap();
+    let alice = hs("alice", "acme");
+    let bob = hs("bob", "acme");
+    let start = |token: &str| {
+        call(
+            &s,
+            Some(token),
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        )
+    };
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let r = start(&alice);
+        assert_eq!(r.status, 200);
+        ids.push(json_of(&r)["result"]["taskId"].as_str().unwrap().to_owned());
+    }
+    let refused = start(&alice);
+    assert_eq!(refused.status, 429);
+    assert!(refused.header("retry-after").is_some());
+    let e = json_of(&refused);
+    assert_eq!(e["error"]["code"], -32602);
+    assert_eq!(e["error"]["data"]["maxOutstandingTasks"], 3);
+    // Someone else is not affected.
+    assert_eq!(start(&bob).status, 200);
+    // Finishing one (here: cancelling it) frees a slot.
+    assert_eq!(
+        call(
+            &s,
+            Some(&alice),
+            2,
+            "tasks/cancel",
+            json!({"taskId": ids[0]})
+        )
+        .status,
+        200
+    );
+    assert_eq!(start(&alice).status, 200);
+    assert_eq!(start(&alice).status, 429);
+}
+
+#[test]
+fn oversized_and_deep_inputs_get_clear_errors() {
+    let s = server();
+    let token = hs("alice", "acme");
+    let deep = json!({"name": "greet", "arguments": {"name": "x", "extra": serde_json::from_str::<Value>(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).unwrap()}});
+    let r = call(&s, Some(&token), 1, "tools/call", deep);
+    assert_eq!(
+        (r.status, json_of(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+    let long = json!({"name": "greet", "arguments": {"name": "x".repeat(70_000)}});
+    let r = call(&s, Some(&token), 1, "tools/call", long);
+    assert_eq!(
+        (r.status, json_of(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+    let wide = json!({"name": "greet", "arguments": {"name": "x", "list": vec![0; 1_001]}});
+    let r = call(&s, Some(&token), 1, "tools/call", wide);
+    assert_eq!(
+        (r.status, json_of(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+    let many: serde_json::Map<String, Value> = (0..33)
+        .map(|i| (format!("k{i}"), json!({"action": "decline"})))
+        .collect();
+    let r = call(
+        &s,
+        Some(&token),
+        1,
+        "tasks/update",
+        json!({"taskId": "tsk_x", "inputResponses": many}),
+    );
+    assert_eq!(json_of(&r)["error"]["code"], -32602);
+    assert!(
+        json_of(&r)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Too many inputResponses")
+    );
+}
