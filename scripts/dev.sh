@@ -18,8 +18,13 @@ if [[ ! -f .dev.vars ]]; then
 MCP_AUTH=insecure-local
 MCP_INSECURE_PRINCIPAL=local/developer
 MCP_STATE_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+# To try bearer tokens instead, set MCP_AUTH=jwt and restart; mint tokens
+# with \`node scripts/mint-token.mjs --sub alice --tenant acme\`.
+MCP_JWT_HS256_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+MCP_JWT_ISSUER=http://127.0.0.1:${PORT:-8787}
+MCP_RESOURCE_URL=http://127.0.0.1:${PORT:-8787}/mcp
 VARS
-  echo "dev: wrote .dev.vars (local-only auth and a random MCP_STATE_SECRET)" >&2
+  echo "dev: wrote .dev.vars (insecure-local auth, random local-only secrets)" >&2
 fi
 
 exec wrangler dev --ip 127.0.0.1 --port "${PORT:-8787}" "$@"

@@ -448,6 +448,53 @@ async function listenBudget() {
   });
 }
 
+const JWT_SECRET = crypto.randomBytes(32).toString('hex');
+const jwtVars = (port) => ({
+  MCP_AUTH: 'jwt',
+  MCP_JWT_HS256_SECRET: JWT_SECRET,
+  MCP_JWT_ISSUER: `http://127.0.0.1:${port}`,
+  MCP_RESOURCE_URL: `http://127.0.0.1:${port}/mcp`,
+});
+
+async function mint(sub, tenant) {
+  const r = await runGroup('node', ['scripts/mint-token.mjs', '--sub', sub, '--tenant', tenant],
+    { timeoutMs: 30_000, env: jwtVars(server.port) });
+  check(r.code === 0, `mint-token: ${r.out}`);
+  return r.out.trim();
+}
+
+async function jwtAuth() {
+  await test('MCP_AUTH=jwt on workerd: 401 with the metadata pointer, tokens scope tasks to their owner', async () => {
+    const offset = logSize();
+    const anonymous = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 1 } });
+    check(anonymous.status === 401 && anonymous.body.error?.code === -32600, `no token: ${anonymous.status} ${JSON.stringify(anonymous.body)}`);
+    const challenge = anonymous.headers.get('www-authenticate') ?? '';
+    check(challenge.startsWith('Bearer resource_metadata="'), `www-authenticate: ${challenge}`);
+    const md = await fetch(server.url.replace(/\/mcp$/, '/.well-known/oauth-protected-resource/mcp'));
+    const metadata = await md.json();
+    check(md.status === 200 && metadata.resource === server.url, `metadata: ${md.status} ${JSON.stringify(metadata)}`);
+
+    const alice = await mint('alice', 'acme');
+    const bob = await mint('bob', 'acme');
+    const as = (token) => ({ authorization: `Bearer ${token}` });
+    const create = { jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'slow_compute', arguments: { seconds: 1 }, _meta: meta() } };
+    const created = await post(create, as(alice));
+    check(created.status === 200 && created.body.result?.resultType === 'task', `create with a token: ${JSON.stringify(created.body)}`);
+    const taskId = created.body.result.taskId;
+    const get = { jsonrpc: '2.0', id: newId(), method: 'tasks/get', params: { taskId, _meta: meta() } };
+    const mine = await post(get, as(alice));
+    check(mine.body.result?.taskId === taskId, `owner reads: ${JSON.stringify(mine.body)}`);
+    const theirs = await post(get, as(bob));
+    const unknown = await post({ ...get, params: { ...get.params, taskId: 'tsk_never_existed' } }, as(bob));
+    check(theirs.body.error?.code === -32602, `another principal: ${JSON.stringify(theirs.body)}`);
+    equal(theirs.body.error, unknown.body.error, 'a foreign task answers like an unknown one');
+    await sleep(300);
+    const refused = loggedObjects(offset).find((o) => o.status === 401);
+    check(refused && refused.auth === 'missing token', `401 log line: ${JSON.stringify(refused)}`);
+    check(!logSince(offset).includes(alice.split('.')[2]), 'a token signature reached the log');
+  });
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -477,6 +524,11 @@ async function main() {
   await storeContract('do+kv-cache');
   await kvCache();
   await listenBudget();
+  await server.stop();
+
+  useServer(new Wrangler(jwtVars));
+  await server.start();
+  await jwtAuth();
   await server.stop();
 
   const failed = results.filter((r) => !r.ok).length;

@@ -107,8 +107,11 @@ export class Wrangler {
       '--inspector-port', String(this.inspector), '--test-scheduled',
       '--persist-to', STATE, '--var', `MCP_STATE_SECRET:${SECRET}`,
     ];
-    for (const [k, v] of Object.entries(this.vars)) args.push('--var', `${k}:${v}`);
-    fs.appendFileSync(LOG, `\n===== wrangler dev ${JSON.stringify(this.vars)} on ${this.port} =====\n`);
+    // `vars` may depend on the port (a resource URL, say).
+    const vars = typeof this.vars === 'function' ? this.vars(this.port) : this.vars;
+    for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
+    const shown = Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, /SECRET/.test(k) ? '(secret)' : v]));
+    fs.appendFileSync(LOG, `\n===== wrangler dev ${JSON.stringify(shown)} on ${this.port} =====\n`);
     const fd = fs.openSync(LOG, 'a');
     this.child = spawn(path.join(BIN, 'wrangler'), args, {
       cwd: ROOT,
