@@ -1,2 +1,5 @@
 //! Platform adapters. Each is compiled only for its target; nothing outside
 //! this module names a platform type.
+
+#[cfg(target_os = "wasi")]
+mod wasi;
