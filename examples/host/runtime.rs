@@ -14,7 +14,7 @@
 //! each call or kept in a pool ([`Strategy`]).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -163,11 +163,21 @@ impl Settings {
     }
 }
 
+/// What the limits saw, over every instance of a runtime.
+#[derive(Debug, Default)]
+pub struct LimitStats {
+    /// Memory growths refused by the cap.
+    pub memory_denied: AtomicUsize,
+    /// The largest linear memory granted to any instance (bytes).
+    pub peak_memory: AtomicUsize,
+    /// The most fuel any single call used.
+    pub peak_fuel: AtomicU64,
+}
+
 /// Caps linear memory; tables get a generous fixed cap.
 pub struct MemoryCap {
-    max_bytes: usize,
-    /// Growths refused so far.
-    pub denied: usize,
+    pub max_bytes: usize,
+    pub stats: Arc<LimitStats>,
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -177,11 +187,12 @@ impl ResourceLimiter for MemoryCap {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let ok = desired <= self.max_bytes;
-        if !ok {
-            self.denied += 1;
+        if desired > self.max_bytes {
+            self.stats.memory_denied.fetch_add(1, Ordering::SeqCst);
+            return Ok(false);
         }
-        Ok(ok)
+        self.stats.peak_memory.fetch_max(desired, Ordering::SeqCst);
+        Ok(true)
     }
 
     fn table_growing(
@@ -306,19 +317,13 @@ pub struct Runtime {
     pool: Mutex<Vec<Instance>>,
     traps: AtomicUsize,
     instantiations: AtomicUsize,
+    stats: Arc<LimitStats>,
 }
 
 /// One instance of the component in its own wasmtime store.
 pub struct Instance {
     store: Store<HostState>,
     server: bindings::Server,
-}
-
-impl Instance {
-    /// Memory growths refused by the cap in this instance.
-    pub fn memory_denied(&self) -> usize {
-        self.store.data().limits.denied
-    }
 }
 
 /// A response from the component, with its body read to the end.
@@ -382,6 +387,7 @@ impl Runtime {
             pool: Mutex::new(Vec::new()),
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
+            stats: Arc::new(LimitStats::default()),
         }))
     }
 
@@ -400,6 +406,11 @@ impl Runtime {
     /// Calls that trapped (or failed in the host) so far.
     pub fn traps(&self) -> usize {
         self.traps.load(Ordering::SeqCst)
+    }
+
+    /// What the memory cap and the fuel budget saw so far.
+    pub fn limit_stats(&self) -> &LimitStats {
+        &self.stats
     }
 
     /// Instances created so far.
@@ -423,7 +434,7 @@ impl Runtime {
             store: self.store.clone(),
             limits: MemoryCap {
                 max_bytes: self.settings.memory_limit,
-                denied: 0,
+                stats: self.stats.clone(),
             },
         };
         let mut store = Store::new(&self.engine, state);
@@ -450,6 +461,10 @@ impl Runtime {
 
     /// Returns an instance after a call that did not trap.
     pub fn release(&self, instance: Instance) {
+        if let Ok(left) = instance.store.get_fuel() {
+            let used = self.settings.fuel_per_call.saturating_sub(left);
+            self.stats.peak_fuel.fetch_max(used, Ordering::SeqCst);
+        }
         if let Strategy::Pooled(max) = self.settings.strategy
             && let Ok(mut pool) = self.pool.lock()
             && pool.len() < max
