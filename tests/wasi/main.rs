@@ -18,5 +18,6 @@ mod serve;
 mod sqlite;
 
 mod contract;
+mod hostile;
 mod support;
 mod transcript;
