@@ -317,6 +317,7 @@ pub struct Runtime {
     pool: Mutex<Vec<Instance>>,
     traps: AtomicUsize,
     instantiations: AtomicUsize,
+    in_flight: Arc<AtomicUsize>,
     stats: Arc<LimitStats>,
 }
 
@@ -387,6 +388,7 @@ impl Runtime {
             pool: Mutex::new(Vec::new()),
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
+            in_flight: Arc::new(AtomicUsize::new(0)),
             stats: Arc::new(LimitStats::default()),
         }))
     }
@@ -411,6 +413,12 @@ impl Runtime {
     /// What the memory cap and the fuel budget saw so far.
     pub fn limit_stats(&self) -> &LimitStats {
         &self.stats
+    }
+
+    /// HTTP requests whose component call has not returned yet (event
+    /// streams included).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Instances created so far.
@@ -542,12 +550,14 @@ impl Runtime {
         )?;
         let out = i.store.data_mut().http().new_response_outparam(tx)?;
         let rt = self.clone();
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         let call = tokio::spawn(async move {
             let result = i
                 .server
                 .wasi_http_incoming_handler()
                 .call_handle(&mut i.store, req, out)
                 .await;
+            rt.in_flight.fetch_sub(1, Ordering::SeqCst);
             match result {
                 Ok(()) => {
                     rt.release(i);
@@ -576,15 +586,9 @@ impl Runtime {
         headers: &[(&str, &[u8])],
         body: Vec<u8>,
     ) -> Result<Collected> {
-        let mut builder = hyper::Request::builder()
-            .method(method)
-            .uri(format!("http://127.0.0.1{path}"))
-            .header("host", "127.0.0.1");
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        let req = builder.body(Full::new(Bytes::from(body)))?;
-        let resp = self.handle(req).await?;
+        let resp = self
+            .handle(build_request(method, path, headers, body)?)
+            .await?;
         let (parts, body) = resp.into_parts();
         let body = body
             .collect()
@@ -597,4 +601,21 @@ impl Runtime {
             body,
         })
     }
+}
+
+/// A request to the loopback host with a complete body.
+pub fn build_request(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: Vec<u8>,
+) -> Result<hyper::Request<Full<Bytes>>> {
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://127.0.0.1{path}"))
+        .header("host", "127.0.0.1");
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    Ok(builder.body(Full::new(Bytes::from(body)))?)
 }

@@ -19,5 +19,8 @@ mod sqlite;
 
 mod contract;
 mod hostile;
+mod limits;
+mod listen;
+mod restart;
 mod support;
 mod transcript;
