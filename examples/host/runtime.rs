@@ -24,6 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use mcp_tasks_edge::store::StoreError as CoreStoreError;
 use mcp_tasks_edge::tasks::runner::TickReport;
+use tokio::task::JoinHandle;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Engine, ResourceLimiter, Store};
 use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -317,7 +318,7 @@ pub struct Runtime {
     pool: Mutex<Vec<Instance>>,
     traps: AtomicUsize,
     instantiations: AtomicUsize,
-    in_flight: Arc<AtomicUsize>,
+    in_flight: AtomicUsize,
     stats: Arc<LimitStats>,
 }
 
@@ -388,7 +389,7 @@ impl Runtime {
             pool: Mutex::new(Vec::new()),
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            in_flight: AtomicUsize::new(0),
             stats: Arc::new(LimitStats::default()),
         }))
     }
@@ -541,10 +542,22 @@ impl Runtime {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
+        self.handle_call(req).await.map(|(resp, _call)| resp)
+    }
+
+    /// [`Runtime::handle`], plus the component call, which ends after the
+    /// body has been written (with the call's error if it trapped).
+    pub async fn handle_call<B>(
+        self: &Arc<Self>,
+        req: hyper::Request<B>,
+    ) -> Result<(hyper::Response<HyperOutgoingBody>, JoinHandle<Result<()>>)>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
         let mut i = self.acquire().await?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let http = i.store.data_mut();
-        let req = http.http().new_incoming_request(
+        let req = i.store.data_mut().http().new_incoming_request(
             wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
             req,
         )?;
@@ -567,7 +580,7 @@ impl Runtime {
             }
         });
         match rx.await {
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(resp)) => Ok((resp, call)),
             Ok(Err(code)) => Err(anyhow!("the component answered with error code {code:?}")),
             Err(_) => match call.await {
                 Ok(Err(e)) => Err(e.context("the component trapped")),
@@ -577,8 +590,8 @@ impl Runtime {
         }
     }
 
-    /// Sends a request with a complete body and reads the whole response
-    /// (for tests and simple clients).
+    /// Sends a request with a complete body, reads the whole response and
+    /// waits for the component call to end (for tests and simple clients).
     pub async fn request(
         self: &Arc<Self>,
         method: &str,
@@ -586,8 +599,8 @@ impl Runtime {
         headers: &[(&str, &[u8])],
         body: Vec<u8>,
     ) -> Result<Collected> {
-        let resp = self
-            .handle(build_request(method, path, headers, body)?)
+        let (resp, call) = self
+            .handle_call(build_request(method, path, headers, body)?)
             .await?;
         let (parts, body) = resp.into_parts();
         let body = body
@@ -595,6 +608,9 @@ impl Runtime {
             .await
             .map_err(|e| anyhow!("reading the response body: {e}"))?
             .to_bytes();
+        call.await
+            .map_err(|e| anyhow!("the component's task failed: {e}"))?
+            .context("the component trapped after answering")?;
         Ok(Collected {
             status: parts.status.as_u16(),
             headers: parts.headers,

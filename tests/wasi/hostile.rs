@@ -58,6 +58,8 @@ fn header_value(v: &str) -> String {
     }
 }
 
+type Headers = Vec<(String, String)>;
+
 fn json_headers() -> Vec<(String, String)> {
     headers(&[
         ("content-type", "application/json"),
@@ -436,7 +438,7 @@ async fn wrong_headers_are_rejected_with_the_right_status() {
     let msg = request(json!(1), "tools/list", json!({}));
     let body = serde_json::to_vec(&msg).unwrap();
     let base = standard_headers(&msg);
-    let with = |edit: &dyn Fn(&mut Vec<(String, String)>)| {
+    let with = |edit: &dyn Fn(&mut Headers)| {
         let mut h = base.clone();
         edit(&mut h);
         h
@@ -445,7 +447,7 @@ async fn wrong_headers_are_rejected_with_the_right_status() {
         h.retain(|(n, _)| !n.eq_ignore_ascii_case(k));
         h.push((k.to_owned(), v.to_owned()));
     };
-    let cases: Vec<(&str, Vec<(String, String)>, u16, i64)> = vec![
+    let cases: Vec<(&str, Headers, u16, i64)> = vec![
         (
             "text/plain",
             with(&|h| set(h, "content-type", "text/plain")),

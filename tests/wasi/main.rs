@@ -21,6 +21,8 @@ mod contract;
 mod hostile;
 mod limits;
 mod listen;
+mod mcp_client;
+mod replicas;
 mod restart;
 mod support;
 mod transcript;
