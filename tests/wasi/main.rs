@@ -17,6 +17,7 @@ mod serve;
 #[path = "../../examples/host/sqlite.rs"]
 mod sqlite;
 
+mod config;
 mod contract;
 mod hostile;
 mod limits;

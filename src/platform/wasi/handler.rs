@@ -116,8 +116,13 @@ fn respond(out: ResponseOutparam, response: HttpResponse, server: Option<&Server
             eprintln!("mcp-tasks-edge: dropped response header {name}");
         }
     }
-    if let HttpBody::Bytes(bytes) = &response.body {
-        let _ = fields.set("content-length", &[bytes.len().to_string().into_bytes()]);
+    let length = match &response.body {
+        HttpBody::Empty => Some(0),
+        HttpBody::Bytes(bytes) => Some(bytes.len()),
+        HttpBody::Events(_) => None,
+    };
+    if let Some(length) = length {
+        let _ = fields.set("content-length", &[length.to_string().into_bytes()]);
     }
     let outgoing = OutgoingResponse::new(fields);
     if outgoing.set_status_code(response.status).is_err() {
