@@ -64,9 +64,9 @@ pub fn component_path() -> std::path::PathBuf {
 /// The guest's memory cap.
 pub const MEMORY_LIMIT: usize = 128 * 1024 * 1024;
 
-/// Fuel (guest instructions, roughly) per export call. A `tasks/get` uses a
-/// few hundred thousand; a tick over a hundred due tasks a few hundred
-/// million. A guest stuck in a loop burns this in about a second.
+/// Fuel (roughly, guest instructions) per export call. The heaviest call in
+/// the wasi tests, a tick over 100 due tasks, uses about 15 million; a guest
+/// stuck in a loop burns the whole budget in about a second.
 pub const FUEL_PER_CALL: u64 = 2_000_000_000;
 
 /// The wall clock the guest reads and the host ticks with.
