@@ -16,16 +16,27 @@ run() { # name, command...
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local lines
-  lines=$(grep -E '^test result:|^conformance:|^store contract:|passed|failed' "$log" | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e)' || true)
+  lines=$(grep -E '^test result:|^conformance:|^store contract:|^wasi component:|passed|failed' "$log" | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e)' || true)
   summary+=("[$name] exit $rc")
   while IFS= read -r l; do [[ -n $l ]] && summary+=("    $l"); done <<<"$lines"
   rm -f "$log"
   [[ $rc -eq 0 ]] || status=1
 }
 
+# Toolchain pieces the wasm builds need.
+rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
 run "format" cargo fmt --check
 run "clippy" cargo clippy --all-targets --locked -- -D warnings
-run "core tests" cargo test --all-targets --locked
+run "clippy (wasi component)" cargo clippy --release --target wasm32-wasip2 --locked -- -D warnings
+run "core tests" cargo test --locked --lib --examples --test core
+# The wasi tests load the release component; build it first (never from
+# inside a test: a nested cargo would wait on the target-dir lock).
+run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --locked &&
+  w=target/wasm32-wasip2/release/mcp_tasks_edge.wasm &&
+  echo "wasi component: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"'
+run "wasi tests" cargo test --locked --test wasi
+run "conformance (wasi host)" bash scripts/conformance.sh
 
 # --- Cloudflare Worker (issue 4) -------------------------------------------
 # Installs the pinned Worker toolchain if missing (scripts/cf-env.sh), lints

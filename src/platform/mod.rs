@@ -6,3 +6,5 @@
 /// that `cargo test` covers them.
 #[cfg(any(test, all(target_arch = "wasm32", target_os = "unknown")))]
 pub mod cloudflare;
+#[cfg(target_os = "wasi")]
+mod wasi;

@@ -1,0 +1,124 @@
+//! A local HTTP host for the WASI component:
+//!
+//! ```sh
+//! cargo build --release --target wasm32-wasip2
+//! MCP_STATE_SECRET=... MCP_AUTH=insecure-local MCP_TOOLS=all \
+//!   cargo run --example host -- --port 8788 --data .data
+//! ```
+//!
+//! Serves the component on `http://127.0.0.1:PORT/mcp`, keeps tasks in
+//! SQLite under `--data` (several host processes may share it), and ticks
+//! the runner. Every `MCP_*` variable of this process is passed to the
+//! component. Options: `--component PATH` (default: the release build, or
+//! `$COMPONENT_WASM`), `--instances pooled|fresh` (default pooled),
+//! `--no-tick` (serve only; another host ticks).
+
+// Shared with the `wasi` integration tests, which use more of them.
+#[allow(dead_code)]
+mod runtime;
+#[allow(dead_code)]
+mod serve;
+#[allow(dead_code)]
+mod sqlite;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+
+use runtime::{Runtime, Settings, Strategy};
+use sqlite::SqliteStore;
+
+struct Args {
+    port: u16,
+    data: PathBuf,
+    component: PathBuf,
+    strategy: Strategy,
+    tick: bool,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        port: 8788,
+        data: PathBuf::from(".data"),
+        component: runtime::component_path(),
+        strategy: Strategy::Pooled(64),
+        tick: true,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--port" => args.port = value("--port")?.parse().context("--port")?,
+            "--data" => args.data = value("--data")?.into(),
+            "--component" => args.component = value("--component")?.into(),
+            "--instances" => {
+                args.strategy = value("--instances")?.parse().map_err(anyhow::Error::msg)?
+            }
+            "--no-tick" => args.tick = false,
+            "-h" | "--help" => {
+                println!(
+                    "usage: host [--port N] [--data DIR] [--component PATH] \
+                     [--instances pooled|fresh] [--no-tick]"
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?} (try --help)"),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("MCP_"))
+        .collect();
+    if env
+        .iter()
+        .any(|(k, v)| k == "MCP_AUTH" && v.trim() == "insecure-local")
+    {
+        eprintln!(
+            "host: WARNING: MCP_AUTH=insecure-local serves every request as one identity \
+             without credentials. Local development only."
+        );
+    }
+    let mut settings = Settings::new(env);
+    settings.strategy = args.strategy;
+    let store = Arc::new(SqliteStore::open(&args.data)?);
+    let runtime = Runtime::new(&args.component, store.clone(), settings)?;
+
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+            .await
+            .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
+        let running = serve::start(runtime, listener, args.tick)?;
+        println!(
+            "host: serving {} (store {}, instances {:?}, ticker {})",
+            running.url(),
+            store.path().display(),
+            args.strategy,
+            if args.tick { "on" } else { "off" }
+        );
+        shutdown_signal().await;
+        eprintln!("host: shutting down");
+        running.stop().await;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

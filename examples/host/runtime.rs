@@ -1,0 +1,637 @@
+//! Runs the component (world `server`) with wasmtime: links WASI 0.2,
+//! `wasi:http` and the host `store` (SQLite), and calls its exports.
+//!
+//! Every call runs under two limits:
+//! - a [`ResourceLimiter`] caps the guest's linear memory (128 MiB by
+//!   default); a growth beyond it fails, and the guest's allocator traps;
+//! - a fuel budget per call (instructions executed by the guest). Fuel
+//!   counts only guest execution, not time spent waiting in the host, so a
+//!   `subscriptions/listen` stream that sleeps between polls for minutes
+//!   stays within it, while a guest spinning in a loop is stopped. A
+//!   wall-clock epoch deadline could not tell those apart.
+//!
+//! A trapped instance is never reused. Instances are either made fresh for
+//! each call or kept in a pool ([`Strategy`]).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Body;
+use mcp_tasks_edge::store::StoreError as CoreStoreError;
+use mcp_tasks_edge::tasks::runner::TickReport;
+use tokio::task::JoinHandle;
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, ResourceLimiter, Store};
+use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
+use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
+
+use crate::sqlite::SqliteStore;
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "wit",
+        world: "server",
+        exports: { default: async },
+        require_store_data_send: true,
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
+    });
+}
+
+use bindings::mcp::tasks_edge::store as wit_store;
+
+/// Where the component is, unless `COMPONENT_WASM` says otherwise.
+pub const DEFAULT_COMPONENT: &str = "target/wasm32-wasip2/release/mcp_tasks_edge.wasm";
+
+/// The component's path: `$COMPONENT_WASM`, or the release build in this
+/// checkout.
+pub fn component_path() -> std::path::PathBuf {
+    match std::env::var_os("COMPONENT_WASM") {
+        Some(p) => p.into(),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_COMPONENT),
+    }
+}
+
+/// The guest's memory cap.
+pub const MEMORY_LIMIT: usize = 128 * 1024 * 1024;
+
+/// Fuel (roughly, guest instructions) per export call. The heaviest call in
+/// the wasi tests, a tick over 100 due tasks, uses about 15 million; a guest
+/// stuck in a loop burns the whole budget in about a second.
+pub const FUEL_PER_CALL: u64 = 2_000_000_000;
+
+/// The wall clock the guest reads and the host ticks with.
+#[derive(Clone, Debug)]
+pub enum Clock {
+    System,
+    /// Milliseconds since the epoch, moved by a test.
+    Manual(Arc<AtomicI64>),
+}
+
+impl Clock {
+    pub fn manual(start_ms: i64) -> Self {
+        Clock::Manual(Arc::new(AtomicI64::new(start_ms)))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        match self {
+            Clock::System => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
+            Clock::Manual(ms) => ms.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Sets a manual clock (no effect on the system clock).
+    pub fn set(&self, ms: i64) {
+        if let Clock::Manual(now) = self {
+            now.store(ms, Ordering::SeqCst);
+        }
+    }
+
+    pub fn advance(&self, ms: i64) {
+        if let Clock::Manual(now) = self {
+            now.fetch_add(ms, Ordering::SeqCst);
+        }
+    }
+}
+
+struct GuestClock(Clock);
+
+impl HostWallClock for GuestClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.0.now_ms()).unwrap_or(0))
+    }
+}
+
+/// How instances are used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// A new instance for every request and tick.
+    Fresh,
+    /// Instances are kept after a successful call and reused (at most this
+    /// many idle ones).
+    Pooled(usize),
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fresh" => Ok(Strategy::Fresh),
+            "pooled" => Ok(Strategy::Pooled(64)),
+            _ => Err(format!("unknown instance strategy {s:?} (fresh or pooled)")),
+        }
+    }
+}
+
+/// How the host runs the component.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The guest's environment (`MCP_*` settings).
+    pub env: Vec<(String, String)>,
+    pub memory_limit: usize,
+    pub fuel_per_call: u64,
+    pub clock: Clock,
+    pub strategy: Strategy,
+    /// Pass the guest's stderr through (its logs and warnings).
+    pub guest_stderr: bool,
+}
+
+impl Settings {
+    pub fn new(env: Vec<(String, String)>) -> Self {
+        Settings {
+            env,
+            memory_limit: MEMORY_LIMIT,
+            fuel_per_call: FUEL_PER_CALL,
+            clock: Clock::System,
+            strategy: Strategy::Pooled(64),
+            guest_stderr: true,
+        }
+    }
+}
+
+/// What the limits saw, over every instance of a runtime.
+#[derive(Debug, Default)]
+pub struct LimitStats {
+    /// Memory growths refused by the cap.
+    pub memory_denied: AtomicUsize,
+    /// The largest linear memory granted to any instance (bytes).
+    pub peak_memory: AtomicUsize,
+    /// The most fuel any single call used.
+    pub peak_fuel: AtomicU64,
+}
+
+/// Caps linear memory; tables get a generous fixed cap.
+pub struct MemoryCap {
+    pub max_bytes: usize,
+    pub stats: Arc<LimitStats>,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.stats.memory_denied.fetch_add(1, Ordering::SeqCst);
+            return Ok(false);
+        }
+        self.stats.peak_memory.fetch_max(desired, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// `wasi:http` hooks: the component may not make outgoing requests.
+struct NoOutgoing;
+
+impl WasiHttpHooks for NoOutgoing {
+    fn send_request(
+        &mut self,
+        _request: hyper::Request<WasiBody>,
+        _options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        hyper::Response<WasiBody>,
+                        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                    ),
+                    wasmtime_wasi_http::Error,
+                >,
+            > + Send,
+    > {
+        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+    }
+}
+
+/// The data of one wasmtime store (one instance).
+pub struct HostState {
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    table: ResourceTable,
+    hooks: NoOutgoing,
+    store: Arc<SqliteStore>,
+    pub limits: MemoryCap,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+fn wit_error(e: CoreStoreError) -> wit_store::StoreError {
+    match e {
+        CoreStoreError::Conflict { current } => wit_store::StoreError::Conflict(current),
+        CoreStoreError::Unavailable(why) => {
+            eprintln!("host store: {why}");
+            wit_store::StoreError::Unavailable(why)
+        }
+    }
+}
+
+impl wit_store::Host for HostState {
+    fn get(&mut self, key: String) -> Result<Option<wit_store::Entry>, wit_store::StoreError> {
+        self.store
+            .get(&key)
+            .map(|e| {
+                e.map(|e| wit_store::Entry {
+                    version: e.version,
+                    body: e.body,
+                    due_at: e.due_at,
+                })
+            })
+            .map_err(wit_error)
+    }
+
+    fn put(
+        &mut self,
+        key: String,
+        expected: Option<u64>,
+        body: String,
+        due_at: Option<i64>,
+    ) -> Result<u64, wit_store::StoreError> {
+        self.store
+            .put(&key, expected, &body, due_at)
+            .map_err(wit_error)
+    }
+
+    fn delete(&mut self, key: String, expected: u64) -> Result<(), wit_store::StoreError> {
+        self.store.delete(&key, expected).map_err(wit_error)
+    }
+
+    fn due(&mut self, now_ms: i64, limit: u32) -> Result<Vec<String>, wit_store::StoreError> {
+        self.store.due(now_ms, limit).map_err(wit_error)
+    }
+
+    fn next_due(&mut self) -> Result<Option<i64>, wit_store::StoreError> {
+        self.store.next_due().map_err(wit_error)
+    }
+}
+
+/// The compiled component, its linker, the store backend and the settings.
+/// Cheap to share (`Arc`); each call runs on its own instance.
+pub struct Runtime {
+    engine: Engine,
+    pre: bindings::ServerPre<HostState>,
+    store: Arc<SqliteStore>,
+    settings: Settings,
+    pool: Mutex<Vec<Instance>>,
+    traps: AtomicUsize,
+    instantiations: AtomicUsize,
+    in_flight: AtomicUsize,
+    stats: Arc<LimitStats>,
+}
+
+/// One instance of the component in its own wasmtime store.
+pub struct Instance {
+    store: Store<HostState>,
+    server: bindings::Server,
+}
+
+/// A response from the component, with its body read to the end.
+#[derive(Debug)]
+pub struct Collected {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Collected {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl Runtime {
+    /// Compiles the component at `path` and links it.
+    pub fn new(path: &Path, store: Arc<SqliteStore>, settings: Settings) -> Result<Arc<Self>> {
+        if !path.exists() {
+            bail!(
+                "the component {} is missing: build it first with \
+                 `cargo build --release --target wasm32-wasip2` (or set COMPONENT_WASM)",
+                path.display()
+            );
+        }
+        let engine = Self::engine()?;
+        let component = Component::from_file(&engine, path)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("loading the component {}", path.display()))?;
+        Self::from_component(&engine, &component, store, settings)
+    }
+
+    /// The engine configuration every runtime uses: fuel metering on.
+    pub fn engine() -> Result<Engine> {
+        let mut config = wasmtime::Config::new();
+        config.consume_fuel(true);
+        Ok(Engine::new(&config)?)
+    }
+
+    pub fn from_component(
+        engine: &Engine,
+        component: &Component,
+        store: Arc<SqliteStore>,
+        settings: Settings,
+    ) -> Result<Arc<Self>> {
+        let mut linker = Linker::<HostState>::new(engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        wit_store::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
+        let pre = bindings::ServerPre::new(linker.instantiate_pre(component)?)?;
+        Ok(Arc::new(Runtime {
+            engine: engine.clone(),
+            pre,
+            store,
+            settings,
+            pool: Mutex::new(Vec::new()),
+            traps: AtomicUsize::new(0),
+            instantiations: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            stats: Arc::new(LimitStats::default()),
+        }))
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn store(&self) -> &Arc<SqliteStore> {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.settings.clock
+    }
+
+    /// Calls that trapped (or failed in the host) so far.
+    pub fn traps(&self) -> usize {
+        self.traps.load(Ordering::SeqCst)
+    }
+
+    /// What the memory cap and the fuel budget saw so far.
+    pub fn limit_stats(&self) -> &LimitStats {
+        &self.stats
+    }
+
+    /// HTTP requests whose component call has not returned yet (event
+    /// streams included).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Instances created so far.
+    pub fn instantiations(&self) -> usize {
+        self.instantiations.load(Ordering::SeqCst)
+    }
+
+    /// A new instance, not taken from the pool.
+    pub async fn instantiate(&self) -> Result<Instance> {
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.envs(&self.settings.env)
+            .wall_clock(GuestClock(self.settings.clock.clone()));
+        if self.settings.guest_stderr {
+            wasi.inherit_stderr();
+        }
+        let state = HostState {
+            wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+            hooks: NoOutgoing,
+            store: self.store.clone(),
+            limits: MemoryCap {
+                max_bytes: self.settings.memory_limit,
+                stats: self.stats.clone(),
+            },
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_fuel(self.settings.fuel_per_call)?;
+        self.instantiations.fetch_add(1, Ordering::SeqCst);
+        let server = self.pre.instantiate_async(&mut store).await?;
+        Ok(Instance { store, server })
+    }
+
+    /// An instance for one call: from the pool, or new.
+    pub async fn acquire(&self) -> Result<Instance> {
+        let pooled = match self.settings.strategy {
+            Strategy::Fresh => None,
+            Strategy::Pooled(_) => self.pool.lock().ok().and_then(|mut p| p.pop()),
+        };
+        let mut instance = match pooled {
+            Some(i) => i,
+            None => self.instantiate().await?,
+        };
+        instance.store.set_fuel(self.settings.fuel_per_call)?;
+        Ok(instance)
+    }
+
+    /// Returns an instance after a call that did not trap.
+    pub fn release(&self, instance: Instance) {
+        if let Ok(left) = instance.store.get_fuel() {
+            let used = self.settings.fuel_per_call.saturating_sub(left);
+            self.stats.peak_fuel.fetch_max(used, Ordering::SeqCst);
+        }
+        if let Strategy::Pooled(max) = self.settings.strategy
+            && let Ok(mut pool) = self.pool.lock()
+            && pool.len() < max
+        {
+            pool.push(instance);
+        }
+    }
+
+    fn trapped(&self, e: impl Into<anyhow::Error>) -> anyhow::Error {
+        self.traps.fetch_add(1, Ordering::SeqCst);
+        e.into()
+    }
+
+    /// `runner.tick(now)`.
+    pub async fn tick(&self, now_ms: i64) -> Result<TickReport> {
+        let mut i = self.acquire().await?;
+        match i
+            .server
+            .mcp_tasks_edge_runner()
+            .call_tick(&mut i.store, now_ms)
+            .await
+        {
+            Ok(r) => {
+                self.release(i);
+                Ok(TickReport {
+                    due: r.due as usize,
+                    stepped: r.stepped as usize,
+                    finished: r.finished as usize,
+                    cancelled: r.cancelled as usize,
+                    purged: r.purged as usize,
+                    skipped: r.skipped as usize,
+                    fenced: r.fenced as usize,
+                    errors: r.errors as usize,
+                    next_due: r.next_due,
+                })
+            }
+            Err(e) => Err(self.trapped(e)),
+        }
+    }
+
+    /// `diagnostics.run-store-contract(prefix)`.
+    pub async fn run_store_contract(&self, prefix: &str) -> Result<Result<u32, String>> {
+        let mut i = self.acquire().await?;
+        match i
+            .server
+            .mcp_tasks_edge_diagnostics()
+            .call_run_store_contract(&mut i.store, prefix)
+            .await
+        {
+            Ok(r) => {
+                self.release(i);
+                Ok(r)
+            }
+            Err(e) => Err(self.trapped(e)),
+        }
+    }
+
+    /// Serves one HTTP request through `wasi:http/incoming-handler`. Returns
+    /// once the component has set the response head; the body streams on
+    /// while the component keeps writing it.
+    pub async fn handle<B>(
+        self: &Arc<Self>,
+        req: hyper::Request<B>,
+    ) -> Result<hyper::Response<HyperOutgoingBody>>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        self.handle_call(req).await.map(|(resp, _call)| resp)
+    }
+
+    /// [`Runtime::handle`], plus the component call, which ends after the
+    /// body has been written (with the call's error if it trapped).
+    pub async fn handle_call<B>(
+        self: &Arc<Self>,
+        req: hyper::Request<B>,
+    ) -> Result<(hyper::Response<HyperOutgoingBody>, JoinHandle<Result<()>>)>
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<wasmtime_wasi_http::Error>,
+    {
+        let mut i = self.acquire().await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let req = i.store.data_mut().http().new_incoming_request(
+            wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
+            req,
+        )?;
+        let out = i.store.data_mut().http().new_response_outparam(tx)?;
+        let rt = self.clone();
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let call = tokio::spawn(async move {
+            let result = i
+                .server
+                .wasi_http_incoming_handler()
+                .call_handle(&mut i.store, req, out)
+                .await;
+            rt.in_flight.fetch_sub(1, Ordering::SeqCst);
+            match result {
+                Ok(()) => {
+                    rt.release(i);
+                    Ok(())
+                }
+                Err(e) => Err(rt.trapped(e)),
+            }
+        });
+        match rx.await {
+            Ok(Ok(resp)) => Ok((resp, call)),
+            Ok(Err(code)) => Err(anyhow!("the component answered with error code {code:?}")),
+            Err(_) => match call.await {
+                Ok(Err(e)) => Err(e.context("the component trapped")),
+                Ok(Ok(())) => Err(anyhow!("the component returned without a response")),
+                Err(e) => Err(anyhow!("the component's task failed: {e}")),
+            },
+        }
+    }
+
+    /// Sends a request with a complete body, reads the whole response and
+    /// waits for the component call to end (for tests and simple clients).
+    pub async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &[u8])],
+        body: Vec<u8>,
+    ) -> Result<Collected> {
+        let (resp, call) = self
+            .handle_call(build_request(method, path, headers, body)?)
+            .await?;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| anyhow!("reading the response body: {e}"))?
+            .to_bytes();
+        call.await
+            .map_err(|e| anyhow!("the component's task failed: {e}"))?
+            .context("the component trapped after answering")?;
+        Ok(Collected {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+/// A request to the loopback host with a complete body.
+pub fn build_request(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: Vec<u8>,
+) -> Result<hyper::Request<Full<Bytes>>> {
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://127.0.0.1{path}"))
+        .header("host", "127.0.0.1");
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    Ok(builder.body(Full::new(Bytes::from(body)))?)
+}

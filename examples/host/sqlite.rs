@@ -1,0 +1,263 @@
+//! The host's task store: SQLite in `DIR/tasks.sqlite3` (WAL mode), shared
+//! by every instance in this process and by every host process that opens
+//! the same directory.
+//!
+//! Compare-and-swap runs inside an `IMMEDIATE` transaction, which takes the
+//! database's write lock before reading the current version: create is an
+//! `INSERT` when the key is absent, replace is `UPDATE ... WHERE key = ? AND
+//! version = ?` checked by its change count, and a mismatch reports the
+//! version found. Writers in other processes wait up to the busy timeout.
+//! The due query walks a partial index on `(due_at, key)`, so it costs what
+//! it returns.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use mcp_tasks_edge::store::{Entry, Store, StoreError, Version};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+/// The database file inside the data directory.
+pub const FILE_NAME: &str = "tasks.sqlite3";
+
+/// How long a writer waits for another connection's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Idle connections kept for reuse.
+const MAX_IDLE: usize = 16;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    key     TEXT PRIMARY KEY NOT NULL,
+    version INTEGER NOT NULL,
+    body    TEXT NOT NULL,
+    due_at  INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_due ON entries (due_at, key) WHERE due_at IS NOT NULL;
+";
+
+/// The SQLite store. Thread-safe: each operation borrows a connection from
+/// a small pool (or opens one).
+pub struct SqliteStore {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("sqlite: {e}"))
+}
+
+fn version_of(v: i64) -> Result<Version, StoreError> {
+    Version::try_from(v).map_err(|_| unavailable("negative version in the database"))
+}
+
+fn to_sql(v: Version) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| unavailable("version out of range"))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in `dir`.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let store = SqliteStore {
+            path: dir.join(FILE_NAME),
+            idle: Mutex::new(Vec::new()),
+        };
+        let conn = store.connect()?;
+        conn.execute_batch(SCHEMA)?;
+        store.release(conn);
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connect(&self) -> rusqlite::Result<Connection> {
+        let conn = Connection::open(&self.path)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        Ok(conn)
+    }
+
+    fn acquire(&self) -> Result<Connection, StoreError> {
+        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
+        match idle {
+            Some(conn) => Ok(conn),
+            None => self.connect().map_err(unavailable),
+        }
+    }
+
+    fn release(&self, conn: Connection) {
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < MAX_IDLE
+        {
+            idle.push(conn);
+        }
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.acquire()?;
+        let result = f(&mut conn);
+        self.release(conn);
+        result
+    }
+
+    pub fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT version, body, due_at FROM entries WHERE key = ?1",
+                    [key],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<i64>>(2)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(unavailable)?;
+            row.map(|(version, body, due_at)| {
+                Ok(Entry {
+                    version: version_of(version)?,
+                    body,
+                    due_at,
+                })
+            })
+            .transpose()
+        })
+    }
+
+    pub fn put(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        body: &str,
+        due_at: Option<i64>,
+    ) -> Result<Version, StoreError> {
+        self.with(|c| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            let current = current_version(&tx, key)?;
+            if current != expected {
+                return Err(StoreError::Conflict { current });
+            }
+            let version = match expected {
+                None => {
+                    tx.execute(
+                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3)",
+                        params![key, body, due_at],
+                    )
+                    .map_err(unavailable)?;
+                    1
+                }
+                Some(v) => {
+                    let changed = tx
+                        .execute(
+                            "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
+                             WHERE key = ?1 AND version = ?2",
+                            params![key, to_sql(v)?, to_sql(v + 1)?, body, due_at],
+                        )
+                        .map_err(unavailable)?;
+                    if changed != 1 {
+                        return Err(StoreError::Conflict {
+                            current: current_version(&tx, key)?,
+                        });
+                    }
+                    v + 1
+                }
+            };
+            tx.commit().map_err(unavailable)?;
+            Ok(version)
+        })
+    }
+
+    pub fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(unavailable)?;
+            let changed = tx
+                .execute(
+                    "DELETE FROM entries WHERE key = ?1 AND version = ?2",
+                    params![key, to_sql(expected)?],
+                )
+                .map_err(unavailable)?;
+            if changed != 1 {
+                return Err(StoreError::Conflict {
+                    current: current_version(&tx, key)?,
+                });
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    pub fn due(&self, now: i64, limit: u32) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT key FROM entries WHERE due_at IS NOT NULL AND due_at <= ?1 \
+                     ORDER BY due_at, key LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let rows = stmt
+                .query_map(params![now, limit], |r| r.get::<_, String>(0))
+                .map_err(unavailable)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+        })
+    }
+
+    pub fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT MIN(due_at) FROM entries WHERE due_at IS NOT NULL",
+                [],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .map_err(unavailable)
+        })
+    }
+}
+
+fn current_version(c: &Connection, key: &str) -> Result<Option<Version>, StoreError> {
+    c.query_row("SELECT version FROM entries WHERE key = ?1", [key], |r| {
+        r.get::<_, i64>(0)
+    })
+    .optional()
+    .map_err(unavailable)?
+    .map(version_of)
+    .transpose()
+}
+
+/// The core trait over the same operations, so the contract suite can also
+/// run against this store natively (without the component in between).
+impl Store for SqliteStore {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        SqliteStore::get(self, key)
+    }
+    async fn put(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        body: &str,
+        due_at: Option<i64>,
+    ) -> Result<Version, StoreError> {
+        SqliteStore::put(self, key, expected, body, due_at)
+    }
+    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+        SqliteStore::delete(self, key, expected)
+    }
+    async fn due(&self, now: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        SqliteStore::due(self, now, u32::try_from(limit).unwrap_or(u32::MAX))
+    }
+    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        SqliteStore::next_due(self)
+    }
+}

@@ -1,0 +1,123 @@
+//! The WASI Preview 2 component (world `server` in `wit/world.wit`).
+//!
+//! - `wasi:http/incoming-handler`: the MCP endpoint, through [`crate::http`].
+//! - `runner.tick(now-ms)`: advances due work ([`crate::server::Server::tick`]).
+//! - `diagnostics.run-store-contract`: the core's store contract suite run
+//!   against the host store, through the component boundary.
+//! - The host's `store` import backs the core [`crate::store::Store`] trait.
+//!
+//! Each instance builds its [`Server`] once, on first use, from the
+//! environment the host gives it (`MCP_*` variables). If the settings are
+//! invalid, every request is answered 503 with a JSON-RPC error and the
+//! reason goes to stderr. Only this module names generated types.
+
+mod handler;
+mod store;
+
+use std::cell::OnceCell;
+
+use crate::config::Config;
+use crate::ids::SystemRandom;
+use crate::server::Server;
+use crate::store::contract;
+use crate::tasks::runner::TickReport;
+use crate::time::Millis;
+use store::HostStore;
+
+#[allow(clippy::all, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod bindings {
+    wit_bindgen::generate!({
+        world: "server",
+        path: "wit",
+        with: {
+            "wasi:http/types@0.2.12": wasip2::http::types,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+        },
+    });
+}
+
+use bindings::exports::mcp::tasks_edge::{diagnostics, runner};
+
+/// What one instance serves with: the server, or why it could not be built.
+type Instance = Result<Server<HostStore>, String>;
+
+thread_local! {
+    static INSTANCE: OnceCell<Instance> = const { OnceCell::new() };
+}
+
+fn build() -> Instance {
+    let config = Config::from_env(|k| std::env::var(k).ok()).map_err(|e| {
+        eprintln!("mcp-tasks-edge: invalid configuration: {e}");
+        e.0
+    })?;
+    if config.auth.is_insecure() {
+        eprintln!(
+            "mcp-tasks-edge: WARNING: MCP_AUTH=insecure-local: every request is served as one \
+             fixed identity with no credentials checked. Never expose this server beyond localhost."
+        );
+    }
+    Server::new(HostStore, config, Box::new(SystemRandom)).map_err(|e| {
+        eprintln!("mcp-tasks-edge: the server could not start: {}", e.message);
+        e.message
+    })
+}
+
+/// Runs `f` with this instance's server (built on first use).
+fn with_server<R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
+    INSTANCE.with(|cell| match cell.get_or_init(build) {
+        Ok(server) => f(Ok(server)),
+        Err(why) => f(Err(why.as_str())),
+    })
+}
+
+/// The wall clock in milliseconds since the epoch.
+fn now_ms() -> Millis {
+    let t = wasip2::clocks::wall_clock::now();
+    let ms = i128::from(t.seconds) * 1000 + i128::from(t.nanoseconds / 1_000_000);
+    Millis::try_from(ms).unwrap_or(Millis::MAX)
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+struct Component;
+
+impl runner::Guest for Component {
+    fn tick(now_ms: i64) -> runner::TickReport {
+        let report = with_server(|server| match server {
+            Ok(server) => crate::block_on(server.tick(now_ms)),
+            Err(_) => TickReport {
+                errors: 1,
+                ..TickReport::default()
+            },
+        });
+        runner::TickReport {
+            due: count(report.due),
+            stepped: count(report.stepped),
+            finished: count(report.finished),
+            cancelled: count(report.cancelled),
+            purged: count(report.purged),
+            skipped: count(report.skipped),
+            fenced: count(report.fenced),
+            errors: count(report.errors),
+            next_due: report.next_due,
+        }
+    }
+}
+
+impl diagnostics::Guest for Component {
+    fn run_store_contract(prefix: String) -> Result<u32, String> {
+        let report = crate::block_on(contract::run(&HostStore, &prefix));
+        if report.failures.is_empty() {
+            Ok(count(report.passed))
+        } else {
+            Err(report.to_string())
+        }
+    }
+}
+
+bindings::export!(Component with_types_in bindings);

@@ -1,0 +1,29 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+//! The WASI component under wasmtime: the release build of the `server`
+//! world (`target/wasm32-wasip2/release/mcp_tasks_edge.wasm`, or
+//! `$COMPONENT_WASM`), driven through `wasi:http/incoming-handler`,
+//! `runner.tick` and `diagnostics`, over the host's SQLite store. Build the
+//! component first: `cargo build --release --target wasm32-wasip2`.
+
+// The local host's modules, shared with `cargo run --example host`.
+#[allow(dead_code)]
+#[path = "../../examples/host/runtime.rs"]
+mod runtime;
+#[allow(dead_code)]
+#[path = "../../examples/host/serve.rs"]
+mod serve;
+#[allow(dead_code)]
+#[path = "../../examples/host/sqlite.rs"]
+mod sqlite;
+
+mod config;
+mod contract;
+mod hostile;
+mod limits;
+mod listen;
+mod mcp_client;
+mod replicas;
+mod restart;
+mod support;
+mod transcript;

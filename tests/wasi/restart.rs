@@ -1,0 +1,97 @@
+//! Restart recovery: everything but the database file is dropped (engine,
+//! compiled component, instances, store connections) and rebuilt; tasks
+//! answer and run to completion, including one whose runner died mid-step
+//! holding a lease.
+
+use std::sync::Arc;
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::tasks::record::TaskRecord;
+use mcp_tasks_edge::tasks::runner::{ClaimOutcome, Runner};
+use mcp_tasks_edge::tools::{ToolSelection, ToolSet};
+use serde_json::json;
+
+use crate::runtime::{Clock, Runtime};
+use crate::sqlite::SqliteStore;
+use crate::support::{Client, T0, TempDir, fresh_engine, settings};
+
+/// A host "process": its own engine, component, store handle and instances.
+fn boot(dir: &std::path::Path, clock: &Clock) -> Client {
+    let (engine, component) = fresh_engine();
+    let store = Arc::new(SqliteStore::open(dir).unwrap());
+    Client::new(Runtime::from_component(&engine, &component, store, settings(clock)).unwrap())
+}
+
+fn record(dir: &std::path::Path, id: &str) -> TaskRecord {
+    let store = SqliteStore::open(dir).unwrap();
+    serde_json::from_str(&store.get(id).unwrap().unwrap().body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
+    let dir = TempDir::new("restart");
+    let clock = Clock::manual(T0);
+
+    let first = boot(dir.path(), &clock);
+    let report = first
+        .start("generate_report", json!({"size": "small"}))
+        .await;
+    let compute = first.start("slow_compute", json!({"seconds": 5})).await;
+    clock.advance(1_000);
+    assert_eq!(first.rt.tick(clock.now_ms()).await.unwrap().stepped, 1);
+    assert_eq!(first.status(&report).await, "input_required");
+    assert_eq!(first.rt.traps(), 0);
+    drop(first);
+
+    // A runner claims the compute task when it is due, then dies before
+    // committing: its lease stays in the record.
+    clock.set(T0 + 5_000);
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let tools = ToolSet::new(ToolSelection::All);
+        let runner = Runner {
+            store: &store,
+            tools: &tools,
+            id: "crashed-runner",
+            lease_ms: 30_000,
+        };
+        let claim = block_on(runner.claim(&compute, clock.now_ms())).unwrap();
+        assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");
+    }
+
+    let second = boot(dir.path(), &clock);
+    let r = second.get(&report).await;
+    assert_eq!(r["status"], "input_required");
+    assert!(r["inputRequests"]["approve_outline"].is_object(), "{r}");
+    assert_eq!(second.status(&compute).await, "working");
+
+    // The lease holds until it expires: the task is not due before then.
+    clock.set(T0 + 6_000);
+    let tick = second.rt.tick(clock.now_ms()).await.unwrap();
+    assert_eq!((tick.due, tick.stepped), (0, 0), "{tick}");
+    assert_eq!(tick.next_due, Some(T0 + 5_000 + 30_000), "{tick}");
+
+    second
+        .ok(
+            "tasks/update",
+            json!({"taskId": report, "inputResponses": {"approve_outline": {"action": "accept", "content": {"approved": true}}}}),
+        )
+        .await;
+    let tick = second.rt.tick(clock.now_ms()).await.unwrap();
+    assert_eq!((tick.stepped, tick.finished), (1, 1), "{tick}");
+    let r = second.get(&report).await;
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["result"]["structuredContent"]["approved"], true);
+
+    // After the dead runner's lease expires, the task is taken over.
+    clock.set(T0 + 5_000 + 30_000);
+    let tick = second.rt.tick(clock.now_ms()).await.unwrap();
+    assert_eq!((tick.stepped, tick.finished), (1, 1), "{tick}");
+    let c = second.get(&compute).await;
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(second.rt.traps(), 0);
+
+    assert_eq!(record(dir.path(), &report).steps, 2);
+    assert_eq!(record(dir.path(), &compute).steps, 1);
+    assert_eq!(record(dir.path(), &compute).lease, None);
+}

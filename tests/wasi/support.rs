@@ -1,0 +1,245 @@
+//! Test harness: the component compiled once per test binary, runtimes over
+//! temporary SQLite stores with a manual clock, and a client that sets the
+//! standard MCP headers from the body.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::runtime::{Clock, Collected, Runtime, Settings};
+use crate::sqlite::SqliteStore;
+
+/// 2026-08-23T10:30:00.000Z, the core tests' epoch.
+pub const T0: i64 = 1_787_481_000_000;
+pub const VERSION: &str = "2026-07-28";
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+pub struct Compiled {
+    pub engine: Engine,
+    pub component: Component,
+    serialized: Vec<u8>,
+}
+
+/// The component, compiled once for the whole test binary.
+pub fn compiled() -> &'static Compiled {
+    static COMPILED: OnceLock<Compiled> = OnceLock::new();
+    COMPILED.get_or_init(|| {
+        let path = crate::runtime::component_path();
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read the component {}: {e}\n\
+                 Build it first: cargo build --release --target wasm32-wasip2 \
+                 (or point COMPONENT_WASM at it)",
+                path.display()
+            )
+        });
+        let engine = Runtime::engine().unwrap();
+        let started = Instant::now();
+        let component = Component::new(&engine, &bytes).unwrap();
+        eprintln!(
+            "compiled the component ({} bytes) in {:.2?}",
+            bytes.len(),
+            started.elapsed()
+        );
+        let serialized = component.serialize().unwrap();
+        Compiled {
+            engine,
+            component,
+            serialized,
+        }
+    })
+}
+
+/// A new engine with the component loaded into it, as a restarted host
+/// process does from its compilation cache: nothing is shared with the
+/// engine of [`compiled`].
+pub fn fresh_engine() -> (Engine, Component) {
+    let engine = Runtime::engine().unwrap();
+    // SAFETY: the bytes come from `Component::serialize` in this process,
+    // with the same wasmtime version and engine configuration.
+    let component = unsafe { Component::deserialize(&engine, &compiled().serialized) }.unwrap();
+    (engine, component)
+}
+
+/// The guest's settings for tests: every tool, insecure local auth.
+pub fn env(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = [
+        ("MCP_TOOLS", "all"),
+        ("MCP_AUTH", "insecure-local"),
+        ("MCP_INSECURE_PRINCIPAL", "acme/alice"),
+        ("MCP_STATE_SECRET", "wasi-tests-state-secret"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in extra {
+        env.retain(|(have, _)| have != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    env
+}
+
+pub fn settings(clock: &Clock) -> Settings {
+    let mut s = Settings::new(env(&[]));
+    s.clock = clock.clone();
+    s.guest_stderr = false;
+    s
+}
+
+/// A runtime over the store in `dir`, on the shared engine.
+pub fn runtime(dir: &Path, settings: Settings) -> Arc<Runtime> {
+    let store = Arc::new(SqliteStore::open(dir).unwrap());
+    let c = compiled();
+    Runtime::from_component(&c.engine, &c.component, store, settings).unwrap()
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-wasi-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Capabilities of a client that supports tasks and form elicitation.
+pub fn caps() -> Value {
+    json!({"elicitation": {}, "extensions": {TASKS: {}}})
+}
+
+pub fn meta(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    })
+}
+
+/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` as a conforming
+/// client derives them from the body, plus the content headers.
+pub fn standard_headers(msg: &Value) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        (
+            "accept".to_owned(),
+            "application/json, text/event-stream".to_owned(),
+        ),
+    ];
+    if let Some(v) = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() {
+        h.push(("mcp-protocol-version".to_owned(), v.to_owned()));
+    }
+    if let Some(m) = msg["method"].as_str() {
+        h.push(("mcp-method".to_owned(), m.to_owned()));
+        let name = match m {
+            "tools/call" | "prompts/get" => msg["params"]["name"].as_str(),
+            "resources/read" => msg["params"]["uri"].as_str(),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => msg["params"]["taskId"].as_str(),
+            _ => None,
+        };
+        if let Some(n) = name {
+            h.push(("mcp-name".to_owned(), n.to_owned()));
+        }
+    }
+    h
+}
+
+/// Sends raw bytes with the given headers to `/mcp`.
+pub async fn post_raw(rt: &Arc<Runtime>, headers: &[(String, String)], body: Vec<u8>) -> Collected {
+    raw(rt, "POST", "/mcp", headers, body).await
+}
+
+pub async fn raw(
+    rt: &Arc<Runtime>,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> Collected {
+    let refs: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_bytes()))
+        .collect();
+    rt.request(method, path, &refs, body)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: the component failed: {e:#}"))
+}
+
+/// A client of one runtime.
+pub struct Client {
+    pub rt: Arc<Runtime>,
+    next_id: AtomicI64,
+}
+
+impl Client {
+    pub fn new(rt: Arc<Runtime>) -> Self {
+        Client {
+            rt,
+            next_id: AtomicI64::new(1),
+        }
+    }
+
+    /// POSTs a JSON-RPC message with the standard headers.
+    pub async fn post(&self, msg: &Value) -> (u16, Value) {
+        let resp = post_raw(
+            &self.rt,
+            &standard_headers(msg),
+            serde_json::to_vec(msg).unwrap(),
+        )
+        .await;
+        (resp.status, resp.json())
+    }
+
+    pub async fn send(&self, method: &str, mut params: Value) -> (u16, Value) {
+        params["_meta"] = meta(caps());
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
+    }
+
+    /// The `result` of a request that must succeed.
+    pub async fn ok(&self, method: &str, params: Value) -> Value {
+        let (status, body) = self.send(method, params).await;
+        assert_eq!(status, 200, "{method}: {body}");
+        assert!(body.get("error").is_none(), "{method}: {body}");
+        body["result"].clone()
+    }
+
+    /// Starts a tool call that must create a task; returns its id.
+    pub async fn start(&self, tool: &str, args: Value) -> String {
+        let r = self
+            .ok("tools/call", json!({"name": tool, "arguments": args}))
+            .await;
+        assert_eq!(r["resultType"], "task", "{r}");
+        r["taskId"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn get(&self, task: &str) -> Value {
+        self.ok("tasks/get", json!({"taskId": task})).await
+    }
+
+    pub async fn status(&self, task: &str) -> String {
+        self.get(task).await["status"].as_str().unwrap().to_owned()
+    }
+}
