@@ -78,7 +78,8 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    fn json(status: u16, body: Vec<u8>) -> Self {
+    /// A JSON body with `status`.
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
         HttpResponse {
             status,
             headers: vec![("content-type", "application/json".to_owned())],

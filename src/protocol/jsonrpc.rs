@@ -94,6 +94,11 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
             error: RpcError::parse_error(),
         });
     };
+    // A derived struct would also accept a JSON array, filling the members
+    // by position: only an object can be a message.
+    if text.trim_start().as_bytes().first() != Some(&b'{') {
+        return Err(classify_unparsable(text));
+    }
     let env: RawEnvelope<'_> = match serde_json::from_str(text) {
         Ok(env) => env,
         Err(_) => return Err(classify_unparsable(text)),
@@ -304,6 +309,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#,
+            r#"["2.0",1,"tools/list",{}]"#,
             r#"[]"#,
             r#"42"#,
             r#""text""#,

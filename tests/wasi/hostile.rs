@@ -127,8 +127,8 @@ async fn deep_nesting_anywhere_is_an_error_not_a_stack_overflow() {
                 b.extend_from_slice(b"}}}");
                 b
             },
-            200,
-            -32602,
+            400,
+            -32600,
         ),
         (
             "arguments: 50k nested objects",
@@ -138,8 +138,8 @@ async fn deep_nesting_anywhere_is_an_error_not_a_stack_overflow() {
                 b.extend_from_slice(b"}}}");
                 b
             },
-            200,
-            -32602,
+            400,
+            -32600,
         ),
         (
             "_meta: 100k nested arrays",
@@ -150,7 +150,7 @@ async fn deep_nesting_anywhere_is_an_error_not_a_stack_overflow() {
                 b
             },
             400,
-            -32602,
+            -32600,
         ),
     ];
     let mut h = json_headers();
@@ -400,8 +400,8 @@ async fn oversized_bodies_are_413_and_the_limit_itself_is_served() {
         let resp = post_raw(&rt, &h, body.clone()).await;
         assert_error(&format!("{size} bytes"), &resp, 413, -32600);
     }
-    // A huge string inside a body under the limit is answered, and the
-    // error echoes only a bounded part of it.
+    // A huge string inside a body under the limit is refused before
+    // parsing, and the error echoes none of it.
     let name = "x".repeat(900_000);
     let msg = request(
         json!(2),
@@ -410,25 +410,37 @@ async fn oversized_bodies_are_413_and_the_limit_itself_is_served() {
     );
     let (h, b) = good(&msg);
     let resp = post_raw(&rt, &h, b).await;
-    assert_error("900 kB tool name", &resp, 200, -32602);
+    assert_error("900 kB tool name", &resp, 400, -32600);
     assert!(resp.body.len() < 4096, "{} bytes", resp.body.len());
-    // Many members and long arrays in arguments are fine.
+    // Objects and arrays up to the member limit (1,000) are fine...
     let mut args = serde_json::Map::new();
     args.insert("name".into(), json!("World"));
-    for i in 0..40_000 {
+    for i in 0..998 {
         args.insert(format!("k{i}"), json!(i));
     }
-    args.insert("list".into(), json!(vec![0u8; 100_000]));
+    args.insert("list".into(), json!(vec![0u8; 1_000]));
     let msg = request(
         json!(3),
         "tools/call",
         json!({"name": "greet", "arguments": args}),
     );
     let (h, b) = good(&msg);
-    assert!(b.len() < LIMIT);
     let resp = post_raw(&rt, &h, b).await;
     assert_eq!(resp.status, 200);
     assert_eq!(resp.json()["result"]["content"][0]["text"], "Hello, World!");
+    // ...and beyond it, a clear error before anything is parsed.
+    for extra in [json!(vec![0u8; 1_001]), json!(vec![0u8; 100_000])] {
+        args.insert("list".into(), extra);
+        let msg = request(
+            json!(4),
+            "tools/call",
+            json!({"name": "greet", "arguments": args}),
+        );
+        let (h, b) = good(&msg);
+        assert!(b.len() < LIMIT);
+        let resp = post_raw(&rt, &h, b).await;
+        assert_error("too many members", &resp, 400, -32600);
+    }
     assert_eq!(rt.traps(), 0);
 }
 
@@ -566,12 +578,9 @@ async fn wrong_methods_and_paths() {
     assert_eq!(rt.traps(), 0);
 }
 
-/// JSON-RPC messages are objects. The core's envelope parse (serde's derived
-/// `Deserialize` on `RawEnvelope`, src/protocol/jsonrpc.rs) also accepts a
-/// JSON array positionally, so `["2.0", 1, "tools/list", {...}]` is served as
-/// a `tools/list` request. Reported as a core bug; un-ignore once fixed.
+/// JSON-RPC messages are objects: an array whose items would fill the
+/// envelope by position (`["2.0", 1, "tools/list", {...}]`) is not a request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "core bug: a positional JSON array is accepted as a request (see the doc comment)"]
 async fn a_positional_array_is_not_a_request() {
     let (_dir, rt) = rt();
     let msg = json!(["2.0", 1, "tools/list", {"_meta": meta(caps())}]);

@@ -24,7 +24,10 @@ fn is_out_of_fuel(e: &anyhow::Error) -> bool {
 async fn a_normal_workload_stays_inside_the_limits() {
     let dir = TempDir::new("limits-normal");
     let clock = Clock::manual(T0);
-    let c = Client::new(runtime(dir.path(), settings(&clock)));
+    // One caller starts 120 tasks here: more than the default quota.
+    let mut s = settings(&clock);
+    s.env.push(("MCP_MAX_OUTSTANDING_TASKS".into(), "0".into()));
+    let c = Client::new(runtime(dir.path(), s));
     let mut tasks = Vec::new();
     for i in 0..60 {
         tasks.push(c.start("generate_report", json!({"size": "large"})).await);

@@ -100,11 +100,7 @@ fn read_body(request: &IncomingRequest, limit: usize) -> Result<Vec<u8>, ()> {
 }
 
 fn json(status: u16, body: Vec<u8>) -> HttpResponse {
-    HttpResponse {
-        status,
-        headers: vec![("content-type", "application/json".to_owned())],
-        body: HttpBody::Bytes(body),
-    }
+    HttpResponse::json(status, body)
 }
 
 /// Sends `response`. An event stream is written event by event, each one
