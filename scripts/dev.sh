@@ -12,19 +12,20 @@ cf_ensure_tools
 if [[ ! -f .dev.vars ]]; then
   umask 077
   cat > .dev.vars <<VARS
-# Local development only (git-ignored; created by \`make dev\`). Never use
-# these settings in a deployment: insecure-local serves every request as one
-# principal without checking any credentials.
-MCP_AUTH=insecure-local
-MCP_INSECURE_PRINCIPAL=local/developer
+# Local development only (git-ignored; created by \`make dev\`): random
+# local-only secrets, never used by a deployment. Requests need a bearer
+# token: \`node scripts/mint-token.mjs --sub alice --tenant acme\` mints one
+# with MCP_JWT_HS256_SECRET below.
+MCP_AUTH=jwt
 MCP_STATE_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-# To try bearer tokens instead, set MCP_AUTH=jwt and restart; mint tokens
-# with \`node scripts/mint-token.mjs --sub alice --tenant acme\`.
+# To skip tokens while hacking locally, set MCP_AUTH=insecure-local (every
+# request then acts as MCP_INSECURE_PRINCIPAL, with no credentials checked).
+MCP_INSECURE_PRINCIPAL=local/developer
 MCP_JWT_HS256_SECRET=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 MCP_JWT_ISSUER=http://127.0.0.1:${PORT:-8787}
 MCP_RESOURCE_URL=http://127.0.0.1:${PORT:-8787}/mcp
 VARS
-  echo "dev: wrote .dev.vars (insecure-local auth, random local-only secrets)" >&2
+  echo "dev: wrote .dev.vars (bearer-token auth, random local-only secrets; mint tokens with node scripts/mint-token.mjs)" >&2
 fi
 
 exec wrangler dev --ip 127.0.0.1 --port "${PORT:-8787}" "$@"

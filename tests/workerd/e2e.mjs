@@ -164,7 +164,9 @@ async function readmeWalkthrough() {
     check(block, 'README has no walkthrough block');
     const script = block[1].replace('MCP=http://127.0.0.1:8787/mcp', `MCP=${server.url}`);
     check(script !== block[1], 'the walkthrough does not set MCP=http://127.0.0.1:8787/mcp');
-    const r = await runGroup('bash', ['-euo', 'pipefail', '-c', script], { timeoutMs: 60_000 });
+    // The walkthrough mints its token from the same local settings the
+    // server runs with (make dev reads them from .dev.vars).
+    const r = await runGroup('bash', ['-euo', 'pipefail', '-c', script], { timeoutMs: 60_000, env: jwtVars(server.port) });
     check(r.code === 0, `bash exited ${r.code}:\n${r.out}`);
     const messages = r.out.split('\n').map((l) => l.replace(/^data: /, '')).filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
     const byId = Object.fromEntries(messages.filter((m) => 'id' in m && !('method' in m)).map((m) => [m.id, m]));
@@ -509,7 +511,6 @@ async function main() {
   await server.start();
   figure(`wrangler dev startup (fresh state) ${server.startupMs} ms`);
   await httpEdges();
-  await readmeWalkthrough();
   await storeContract('do');
   await seedTranscript();
   await oneSecondStep();
@@ -528,6 +529,7 @@ async function main() {
 
   useServer(new Wrangler(jwtVars));
   await server.start();
+  await readmeWalkthrough();
   await jwtAuth();
   await server.stop();
 
