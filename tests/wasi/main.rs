@@ -26,4 +26,5 @@ mod mcp_client;
 mod replicas;
 mod restart;
 mod support;
+mod tenancy;
 mod transcript;

@@ -1,0 +1,150 @@
+//! Tenancy through the component: bearer JWTs verified inside the guest,
+//! and a cross-tenant probe matrix over every task method. A foreign task
+//! must answer exactly like one that never existed, and no probe may change
+//! anyone's task in the host store.
+
+use mcp_tasks_edge::auth::sign_hs256;
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::store::Store;
+use serde_json::{Value, json};
+
+use crate::runtime::Clock;
+use crate::support::{T0, TempDir, caps, env, meta, post_raw, runtime, settings, standard_headers};
+
+const SECRET: &str = "wasi-tenancy-hs256-secret-32-bytes!!";
+const RESOURCE: &str = "http://127.0.0.1:8788/mcp";
+const ISSUER: &str = "https://issuer.test";
+
+fn token(sub: &str, tenant: &str, exp_ms: i64) -> String {
+    let claims =
+        json!({"iss": ISSUER, "aud": RESOURCE, "sub": sub, "tenant": tenant, "exp": exp_ms / 1000});
+    sign_hs256(SECRET.as_bytes(), &claims)
+}
+
+async fn call(
+    rt: &std::sync::Arc<crate::runtime::Runtime>,
+    token: Option<&str>,
+    method: &str,
+    mut params: Value,
+) -> (u16, bytes::Bytes) {
+    params["_meta"] = meta(caps());
+    let msg = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+    let mut h = standard_headers(&msg);
+    if let Some(t) = token {
+        h.push(("authorization".into(), format!("Bearer {t}")));
+    }
+    let r = post_raw(rt, &h, serde_json::to_vec(&msg).unwrap()).await;
+    (r.status, r.body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_tenant_probes_find_nothing_through_the_component() {
+    let dir = TempDir::new("tenancy");
+    let clock = Clock::manual(T0);
+    let mut s = settings(&clock);
+    s.env = env(&[
+        ("MCP_AUTH", "jwt"),
+        ("MCP_JWT_HS256_SECRET", SECRET),
+        ("MCP_JWT_ISSUER", ISSUER),
+        ("MCP_RESOURCE_URL", RESOURCE),
+    ]);
+    let rt = runtime(dir.path(), s);
+    let exp = T0 + 3_600_000;
+    let people = [("acme", "alice"), ("acme", "bob"), ("globex", "alice")];
+    let tokens: Vec<String> = people.iter().map(|(t, p)| token(p, t, exp)).collect();
+
+    // Each person owns a task waiting for input.
+    let mut owned = Vec::new();
+    for t in &tokens {
+        let (status, body) = call(
+            &rt,
+            Some(t),
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "f"}}),
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        owned.push(v["result"]["taskId"].as_str().unwrap().to_owned());
+    }
+    rt.tick(clock.now_ms()).await.unwrap();
+    let versions = |ids: &[String]| -> Vec<Option<u64>> {
+        ids.iter()
+            .map(|id| block_on(rt.store().get(id)).unwrap().map(|e| e.version))
+            .collect()
+    };
+    let before = versions(&owned);
+
+    let params = |method: &str, id: &str| match method {
+        "tasks/update" => {
+            json!({"taskId": id, "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": true}}}})
+        }
+        "subscriptions/listen" => json!({"notifications": {"taskIds": [id]}}),
+        _ => json!({"taskId": id}),
+    };
+    let mut probes = 0;
+    for (me, t) in tokens.iter().enumerate() {
+        for method in [
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+            "subscriptions/listen",
+        ] {
+            let unknown = call(
+                &rt,
+                Some(t),
+                method,
+                params(method, "tsk_AAAAAAAAAAAAAAAAAAAAAA"),
+            )
+            .await;
+            assert!(unknown.0 == 200, "{method}");
+            for (other, id) in owned.iter().enumerate() {
+                if other == me {
+                    continue;
+                }
+                probes += 1;
+                let got = call(&rt, Some(t), method, params(method, id)).await;
+                assert_eq!(
+                    got, unknown,
+                    "{} {method} on {}'s task",
+                    people[me].1, people[other].1
+                );
+            }
+        }
+    }
+    assert_eq!(versions(&owned), before, "a probe changed someone's task");
+    // The owners still see their tasks waiting.
+    for (t, id) in tokens.iter().zip(&owned) {
+        let (_, body) = call(&rt, Some(t), "tasks/get", json!({"taskId": id})).await;
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["result"]["status"], "input_required");
+    }
+    eprintln!("cross-tenant probes through the component: {probes}, leaks: 0");
+
+    // Token defects are refused inside the guest too.
+    let defects = [
+        ("expired", token("alice", "acme", T0 - 120_000)),
+        (
+            "other audience",
+            sign_hs256(
+                SECRET.as_bytes(),
+                &json!({"iss": ISSUER, "aud": "https://elsewhere/mcp", "sub": "alice", "exp": exp / 1000}),
+            ),
+        ),
+        (
+            "other secret",
+            sign_hs256(
+                b"another-secret-of-32-bytes-or-more!!",
+                &json!({"iss": ISSUER, "aud": RESOURCE, "sub": "alice", "exp": exp / 1000}),
+            ),
+        ),
+        ("garbage", "not.a.token".to_owned()),
+    ];
+    for (why, t) in &defects {
+        let (status, _) = call(&rt, Some(t), "tools/list", json!({})).await;
+        assert_eq!(status, 401, "{why}");
+    }
+    let (status, _) = call(&rt, None, "tools/list", json!({})).await;
+    assert_eq!(status, 401, "no token");
+    assert_eq!(rt.traps(), 0);
+}
