@@ -26,7 +26,12 @@ fn server() -> Server<Arc<MemoryStore>> {
     // One caller creates thousands of tasks here; the quota is measured
     // separately (round trips), so it is off for the timing.
     config.limits.max_outstanding_tasks = 0;
-    Server::new(Arc::new(MemoryStore::new()), config, Box::new(SequentialIds::starting_at(1))).expect("server")
+    Server::new(
+        Arc::new(MemoryStore::new()),
+        config,
+        Box::new(SequentialIds::starting_at(1)),
+    )
+    .expect("server")
 }
 
 struct Request {
@@ -39,7 +44,11 @@ fn request(method: &str, mut params: Value) -> Request {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
     });
-    let name = params.get("taskId").or_else(|| params.get("name")).and_then(Value::as_str).map(str::to_owned);
+    let name = params
+        .get("taskId")
+        .or_else(|| params.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let mut headers = vec![
         ("content-type".to_owned(), "application/json".to_owned()),
@@ -49,17 +58,35 @@ fn request(method: &str, mut params: Value) -> Request {
     if let Some(n) = name {
         headers.push(("mcp-name".to_owned(), n));
     }
-    Request { headers, body: serde_json::to_vec(&msg).expect("json") }
+    Request {
+        headers,
+        body: serde_json::to_vec(&msg).expect("json"),
+    }
 }
 
 fn send(s: &Server<Arc<MemoryStore>>, r: &Request, now: i64) -> Vec<u8> {
-    let req = HttpRequest { method: "POST", path: "/mcp", headers: &r.headers, body: &r.body };
-    let ctx = RequestContext { owner: Owner { tenant: "acme".into(), principal: "alice".into() }, now };
+    let req = HttpRequest {
+        method: "POST",
+        path: "/mcp",
+        headers: &r.headers,
+        body: &r.body,
+    };
+    let ctx = RequestContext {
+        owner: Owner {
+            tenant: "acme".into(),
+            principal: "alice".into(),
+        },
+        now,
+    };
     block_on(serve(s, &req, &ctx)).body_bytes().to_vec()
 }
 
 fn create(s: &Server<Arc<MemoryStore>>, tool: &str, args: Value) -> String {
-    let out = send(s, &request("tools/call", json!({"name": tool, "arguments": args})), T0);
+    let out = send(
+        s,
+        &request("tools/call", json!({"name": tool, "arguments": args})),
+        T0,
+    );
     let v: Value = serde_json::from_slice(&out).expect("json");
     v["result"]["taskId"].as_str().expect("task id").to_owned()
 }
@@ -68,10 +95,17 @@ fn benches(c: &mut Criterion) {
     let s = server();
     let task = create(&s, "generate_report", json!({"size": "large"}));
     let get = request("tasks/get", json!({"taskId": task}));
-    c.bench_function("tasks/get (working task)", |b| b.iter(|| black_box(send(&s, &get, T0))));
+    c.bench_function("tasks/get (working task)", |b| {
+        b.iter(|| black_box(send(&s, &get, T0)))
+    });
 
-    let call = request("tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 60}}));
-    c.bench_function("tools/call (create task)", |b| b.iter(|| black_box(send(&s, &call, T0))));
+    let call = request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+    );
+    c.bench_function("tools/call (create task)", |b| {
+        b.iter(|| black_box(send(&s, &call, T0)))
+    });
 
     // tasks/update on a task waiting for input: each iteration needs a fresh
     // waiting task, made outside the measured part.

@@ -16,13 +16,8 @@
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use mcp_tasks_edge_bench::Conn;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
 struct Args {
     url: String,
@@ -68,92 +63,17 @@ fn parse_args() -> Args {
     a
 }
 
-const CAPS: &str = r#"{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
-
-fn message(id: u64, method: &str, params: Value) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": serde_json::from_str::<Value>(CAPS).unwrap_or_default(),
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"},
-    });
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
-struct Conn {
-    sender: http1::SendRequest<Full<Bytes>>,
-    host: String,
-    path: String,
-    extra: Vec<(String, String)>,
-    next_id: u64,
-}
-
-impl Conn {
-    async fn open(url: &str, extra: &[(String, String)]) -> Result<Conn, String> {
-        let rest = url.strip_prefix("http://").ok_or("only http:// URLs")?;
-        let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
-        let stream = TcpStream::connect(host).await.map_err(|e| e.to_string())?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(Conn { sender, host: host.to_owned(), path, extra: extra.to_vec(), next_id: 1 })
-    }
-
-    /// Sends one request; returns the JSON-RPC message in the reply (JSON or
-    /// the matching SSE event) and the HTTP status.
-    async fn call(&mut self, method: &str, params: Value) -> Result<(u16, Value), String> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let name = match method {
-            "tools/call" => params.get("name").and_then(Value::as_str).map(str::to_owned),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params.get("taskId").and_then(Value::as_str).map(str::to_owned),
-            _ => None,
-        };
-        let body = serde_json::to_vec(&message(id, method, params)).map_err(|e| e.to_string())?;
-        let mut req = Request::post(&self.path)
-            .header("host", &self.host)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method);
-        if let Some(n) = name {
-            req = req.header("mcp-name", n);
-        }
-        for (k, v) in &self.extra {
-            req = req.header(k, v);
-        }
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
-        self.sender.ready().await.map_err(|e| e.to_string())?;
-        let resp = self.sender.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        let value = if sse {
-            let text = String::from_utf8_lossy(&bytes);
-            text.lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                .find(|v| v.get("id") == Some(&json!(id)))
-                .unwrap_or(Value::Null)
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        };
-        Ok((status, value))
-    }
-}
-
 fn ok_result(status: u16, v: &Value) -> Option<&Value> {
     if status == 200 { v.get("result") } else { None }
 }
 
 async fn create_report(c: &mut Conn) -> Result<String, String> {
-    let (s, v) = c.call("tools/call", json!({"name": "generate_report", "arguments": {"size": "large"}})).await?;
+    let (s, v) = c
+        .call(
+            "tools/call",
+            json!({"name": "generate_report", "arguments": {"size": "large"}}),
+        )
+        .await?;
     ok_result(s, &v)
         .and_then(|r| r.get("taskId"))
         .and_then(Value::as_str)
@@ -171,7 +91,8 @@ struct Tally {
 async fn timed(c: &mut Conn, t: &mut Tally, method: &str, params: Value) -> Option<Value> {
     let start = Instant::now();
     let r = c.call(method, params).await;
-    t.latencies_us.push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+    t.latencies_us
+        .push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
     match r {
         Ok((200, v)) if v.get("result").is_some() => Some(v),
         _ => {
@@ -181,7 +102,11 @@ async fn timed(c: &mut Conn, t: &mut Tally, method: &str, params: Value) -> Opti
     }
 }
 
-async fn worker(args: &Args, shared_task: Option<String>, deadline: Instant) -> Result<Tally, String> {
+async fn worker(
+    args: &Args,
+    shared_task: Option<String>,
+    deadline: Instant,
+) -> Result<Tally, String> {
     let mut c = Conn::open(&args.url, &args.headers).await?;
     let mut t = Tally::default();
     while Instant::now() < deadline {
@@ -197,16 +122,30 @@ async fn worker(args: &Args, shared_task: Option<String>, deadline: Instant) -> 
                 timed(&mut c, &mut t, "tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "load"}})).await;
             }
             "flow" => {
-                let Some(v) = timed(&mut c, &mut t, "tools/call", json!({"name": "generate_report", "arguments": {"size": "small"}})).await else { continue };
+                let Some(v) = timed(
+                    &mut c,
+                    &mut t,
+                    "tools/call",
+                    json!({"name": "generate_report", "arguments": {"size": "small"}}),
+                )
+                .await
+                else {
+                    continue;
+                };
                 let Some(id) = v["result"]["taskId"].as_str().map(str::to_owned) else {
                     t.errors += 1;
                     continue;
                 };
                 let mut key = None;
                 while Instant::now() < deadline + Duration::from_secs(30) {
-                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await else { break };
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await
+                    else {
+                        break;
+                    };
                     if g["result"]["status"] == "input_required" {
-                        key = g["result"]["inputRequests"].as_object().and_then(|m| m.keys().next().cloned());
+                        key = g["result"]["inputRequests"]
+                            .as_object()
+                            .and_then(|m| m.keys().next().cloned());
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(2)).await;
@@ -217,7 +156,10 @@ async fn worker(args: &Args, shared_task: Option<String>, deadline: Instant) -> 
                 };
                 timed(&mut c, &mut t, "tasks/update", json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}})).await;
                 while Instant::now() < deadline + Duration::from_secs(30) {
-                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await else { break };
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await
+                    else {
+                        break;
+                    };
                     if g["result"]["status"] == "completed" {
                         t.flows += 1;
                         break;
@@ -281,7 +223,11 @@ async fn main() {
                 std::process::exit(1);
             }
         }
-        eprintln!("load: prefilled {} tasks in {:.1} s", per * args.concurrency.max(1), started.elapsed().as_secs_f64());
+        eprintln!(
+            "load: prefilled {} tasks in {:.1} s",
+            per * args.concurrency.max(1),
+            started.elapsed().as_secs_f64()
+        );
     }
     let args = std::sync::Arc::new(args);
     let started = Instant::now();
@@ -290,7 +236,9 @@ async fn main() {
     for _ in 0..args.concurrency.max(1) {
         let args = args.clone();
         let task = shared_task.clone();
-        handles.push(tokio::spawn(async move { worker(&args, task, deadline).await }));
+        handles.push(tokio::spawn(
+            async move { worker(&args, task, deadline).await },
+        ));
     }
     let mut all = Tally::default();
     for h in handles {

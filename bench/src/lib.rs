@@ -1,0 +1,117 @@
+//! Shared pieces of the benchmark and fault tools: a minimal keep-alive
+//! MCP client over HTTP/1.1.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+const CAPS: &str = r#"{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
+
+pub fn message(id: u64, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": serde_json::from_str::<Value>(CAPS).unwrap_or_default(),
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+pub struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    host: String,
+    path: String,
+    extra: Vec<(String, String)>,
+    next_id: u64,
+}
+
+impl Conn {
+    pub async fn open(url: &str, extra: &[(String, String)]) -> Result<Conn, String> {
+        let rest = url.strip_prefix("http://").ok_or("only http:// URLs")?;
+        let (host, path) = rest
+            .split_once('/')
+            .map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+        let stream = TcpStream::connect(host).await.map_err(|e| e.to_string())?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        let (sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn {
+            sender,
+            host: host.to_owned(),
+            path,
+            extra: extra.to_vec(),
+            next_id: 1,
+        })
+    }
+
+    /// Sends one request; returns the JSON-RPC message in the reply (JSON or
+    /// the matching SSE event) and the HTTP status.
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<(u16, Value), String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let name = match method {
+            "tools/call" => params
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        let body = serde_json::to_vec(&message(id, method, params)).map_err(|e| e.to_string())?;
+        let mut req = Request::post(&self.path)
+            .header("host", &self.host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(n) = name {
+            req = req.header("mcp-name", n);
+        }
+        for (k, v) in &self.extra {
+            req = req.header(k, v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        self.sender.ready().await.map_err(|e| e.to_string())?;
+        let resp = self
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let bytes = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        let value = if sse {
+            let text = String::from_utf8_lossy(&bytes);
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|v| v.get("id") == Some(&json!(id)))
+                .unwrap_or(Value::Null)
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+}
