@@ -44,6 +44,8 @@ pub struct Config {
     pub auth: Auth,
     /// Input limits and quotas.
     pub limits: Limits,
+    /// How long `generate_report` spends on its outline.
+    pub report_outline_ms: u64,
 }
 
 impl Default for Config {
@@ -71,6 +73,7 @@ impl Default for Config {
             ],
             auth: Auth::Unconfigured,
             limits: Limits::default(),
+            report_outline_ms: 1_000,
         }
     }
 }
@@ -146,6 +149,7 @@ impl Config {
     /// | `MCP_TOOLS` | `demo` (default), `conformance` or `all` |
     /// | `MCP_STATE_SECRET` | key for `requestState` tags (secret, required) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
+    /// | `MCP_REPORT_OUTLINE_MS` | how long `generate_report` drafts its outline (default 1000) |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
     /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
     /// | `MCP_INSECURE_PRINCIPAL` | `tenant/principal` used by `insecure-local` |
@@ -185,6 +189,9 @@ impl Config {
         }
         if let Some(v) = number("MCP_POLL_INTERVAL_MS")? {
             c.poll_interval_ms = v.max(1);
+        }
+        if let Some(v) = number("MCP_REPORT_OUTLINE_MS")? {
+            c.report_outline_ms = v;
         }
         if let Some(v) = number("MCP_LEASE_MS")? {
             c.lease_ms = v.max(1);

@@ -223,7 +223,7 @@ impl<S: Store> Server<S> {
     /// A server over `store`. `ids` supplies task ids, nonces and this
     /// instance's runner id.
     pub fn new(store: S, config: Config, ids: Box<dyn IdSource>) -> Result<Self, RpcError> {
-        let tools = ToolSet::new(config.tools);
+        let tools = ToolSet::with_outline(config.tools, config.report_outline_ms);
         Self::with_tools(store, config, tools, ids)
     }
 

@@ -11,7 +11,11 @@
 //! the runner. Every `MCP_*` variable of this process is passed to the
 //! component. Options: `--component PATH` (default: the release build, or
 //! `$COMPONENT_WASM`), `--instances pooled|fresh` (default pooled),
-//! `--no-tick` (serve only; another host ticks).
+//! `--no-tick` (serve only; another host ticks), `--constant` (answer every
+//! request with a fixed result, without the component: the HTTP stack's own
+//! cost, for benchmarks), `--sync full|normal` (default full: every commit
+//! is fsynced; normal survives the process being killed but not a power
+//! loss).
 
 // Shared with the `wasi` integration tests, which use more of them.
 #[allow(dead_code)]
@@ -35,6 +39,8 @@ struct Args {
     component: PathBuf,
     strategy: Strategy,
     tick: bool,
+    mode: serve::Mode,
+    sync: sqlite::Sync,
 }
 
 fn parse_args() -> Result<Args> {
@@ -44,6 +50,8 @@ fn parse_args() -> Result<Args> {
         component: runtime::component_path(),
         strategy: Strategy::Pooled(64),
         tick: true,
+        mode: serve::Mode::Component,
+        sync: sqlite::Sync::Full,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -56,10 +64,12 @@ fn parse_args() -> Result<Args> {
                 args.strategy = value("--instances")?.parse().map_err(anyhow::Error::msg)?
             }
             "--no-tick" => args.tick = false,
+            "--constant" => args.mode = serve::Mode::Constant,
+            "--sync" => args.sync = value("--sync")?.parse().map_err(anyhow::Error::msg)?,
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
-                     [--instances pooled|fresh] [--no-tick]"
+                     [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal]"
                 );
                 std::process::exit(0);
             }
@@ -85,7 +95,7 @@ fn main() -> Result<()> {
     }
     let mut settings = Settings::new(env);
     settings.strategy = args.strategy;
-    let store = Arc::new(SqliteStore::open(&args.data)?);
+    let store = Arc::new(SqliteStore::open_with(&args.data, args.sync)?);
     let runtime = Runtime::new(&args.component, store.clone(), settings)?;
 
     let rt = tokio::runtime::Runtime::new()?;
@@ -93,7 +103,7 @@ fn main() -> Result<()> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
             .await
             .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
-        let running = serve::start(runtime, listener, args.tick)?;
+        let running = serve::start_with(runtime, listener, args.tick, args.mode)?;
         println!(
             "host: serving {} (store {}, instances {:?}, ticker {})",
             running.url(),

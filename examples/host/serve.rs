@@ -1,6 +1,7 @@
 //! The local HTTP host: hyper on 127.0.0.1 in front of the component, and a
-//! ticker that calls `runner.tick` every 100 ms, or sooner when the store's
-//! next due time says so.
+//! ticker that calls `runner.tick` every 100 ms, sooner when the store's
+//! next due time says so, and at once after a request that may have made
+//! work due (`tools/call`, `tasks/update`, `tasks/cancel`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,7 +16,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::runtime::Runtime;
@@ -54,18 +55,40 @@ impl Drop for Running {
     }
 }
 
+/// What the listener answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The component.
+    Component,
+    /// A fixed JSON-RPC result, without the component or the store: the
+    /// cost of the HTTP stack alone, for benchmarks.
+    Constant,
+}
+
 /// Serves `runtime` on `listener` and ticks it. Must run inside a tokio
 /// runtime.
 pub fn start(runtime: Arc<Runtime>, listener: TcpListener, tick: bool) -> std::io::Result<Running> {
+    start_with(runtime, listener, tick, Mode::Component)
+}
+
+pub fn start_with(
+    runtime: Arc<Runtime>,
+    listener: TcpListener,
+    tick: bool,
+    mode: Mode,
+) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
+    let wake = Arc::new(Notify::new());
     let mut tasks = vec![tokio::spawn(accept_loop(
         runtime.clone(),
         listener,
         stopped.clone(),
+        wake.clone(),
+        mode,
     ))];
     if tick {
-        tasks.push(tokio::spawn(tick_loop(runtime, stopped)));
+        tasks.push(tokio::spawn(tick_loop(runtime, stopped, wake)));
     }
     Ok(Running { addr, stop, tasks })
 }
@@ -74,6 +97,8 @@ async fn accept_loop(
     runtime: Arc<Runtime>,
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
+    wake: Arc<Notify>,
+    mode: Mode,
 ) {
     loop {
         let (stream, _) = tokio::select! {
@@ -88,8 +113,17 @@ async fn accept_loop(
             },
         };
         let runtime = runtime.clone();
+        let wake = wake.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| serve_one(runtime.clone(), req));
+            let service = service_fn(move |req| {
+                let (runtime, wake) = (runtime.clone(), wake.clone());
+                async move {
+                    match mode {
+                        Mode::Component => serve_one(runtime, wake, req).await,
+                        Mode::Constant => Ok(constant(req).await),
+                    }
+                }
+            });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await
@@ -121,10 +155,33 @@ fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBo
     resp
 }
 
+/// The constant answer: the request body is read (as the component would)
+/// and a fixed result returned.
+async fn constant(req: Request<Incoming>) -> Response<HyperOutgoingBody> {
+    let _ = req.into_body().collect().await;
+    let mut resp = json_error(200, 0, "");
+    *resp.body_mut() = Full::new(Bytes::from_static(
+        br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#,
+    ))
+    .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
+    .boxed_unsync();
+    resp
+}
+
+/// Whether a request may have made work due now, so the ticker should run.
+fn may_wake(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get("mcp-method")
+        .and_then(|m| m.to_str().ok())
+        .is_some_and(|m| matches!(m.trim(), "tools/call" | "tasks/update" | "tasks/cancel"))
+}
+
 async fn serve_one(
     runtime: Arc<Runtime>,
+    wake: Arc<Notify>,
     req: Request<Incoming>,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
+    let wakes = may_wake(&req);
     // wasi:http needs the request's authority; without a usable Host header
     // the request cannot be passed to the component.
     let host_ok = req
@@ -139,7 +196,13 @@ async fn serve_one(
         ));
     }
     match runtime.handle(req).await {
-        Ok(resp) => Ok(resp),
+        Ok(resp) => {
+            // The component has answered, so whatever it stored is committed.
+            if wakes {
+                wake.notify_one();
+            }
+            Ok(resp)
+        }
         Err(e) => {
             eprintln!("host: the component failed a request: {e:#}");
             Ok(json_error(500, -32603, "Internal error."))
@@ -147,7 +210,7 @@ async fn serve_one(
     }
 }
 
-async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>) {
+async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, wake: Arc<Notify>) {
     loop {
         let now = runtime.clock().now_ms();
         let wait = match runtime.tick(now).await {
@@ -169,6 +232,7 @@ async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>) {
         tokio::select! {
             _ = stopped.changed() => return,
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = wake.notified() => {}
         }
     }
 }

@@ -41,6 +41,31 @@ CREATE INDEX IF NOT EXISTS entries_due ON entries (due_at, key) WHERE due_at IS 
 pub struct SqliteStore {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    sync: Sync,
+}
+
+/// When a commit reaches the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sync {
+    /// `synchronous=FULL`: every commit is fsynced before the write
+    /// returns; it survives a power loss.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL` (WAL): a commit survives the host process
+    /// being killed, but the last commits before a power loss or kernel
+    /// crash may roll back. No fsync per commit.
+    Normal,
+}
+
+impl std::str::FromStr for Sync {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(Sync::Full),
+            "normal" => Ok(Sync::Normal),
+            _ => Err(format!("unknown sync mode {s:?} (full or normal)")),
+        }
+    }
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -58,10 +83,15 @@ fn to_sql(v: Version) -> Result<i64, StoreError> {
 impl SqliteStore {
     /// Opens (creating if needed) the store in `dir`.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with(dir, Sync::Full)
+    }
+
+    pub fn open_with(dir: &Path, sync: Sync) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let store = SqliteStore {
             path: dir.join(FILE_NAME),
             idle: Mutex::new(Vec::new()),
+            sync,
         };
         let conn = store.connect()?;
         conn.execute_batch(SCHEMA)?;
@@ -77,7 +107,11 @@ impl SqliteStore {
         let conn = Connection::open(&self.path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        let sync = match self.sync {
+            Sync::Full => "FULL",
+            Sync::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync)?;
         Ok(conn)
     }
 

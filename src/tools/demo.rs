@@ -20,12 +20,23 @@ use crate::protocol::tools::{
     CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
 };
 
-pub struct GenerateReport;
+pub struct GenerateReport {
+    /// How long drafting the outline takes.
+    pub outline_ms: u64,
+}
+
+impl Default for GenerateReport {
+    fn default() -> Self {
+        GenerateReport {
+            outline_ms: OUTLINE_MS,
+        }
+    }
+}
 
 const NAME: &str = "generate_report";
 const APPROVE: &str = "approve_outline";
-/// How long drafting the outline takes.
-const OUTLINE_MS: u64 = 1_000;
+/// How long drafting the outline takes, unless configured.
+pub const OUTLINE_MS: u64 = 1_000;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -82,7 +93,7 @@ impl Tool for GenerateReport {
         call.args::<Args>(NAME)?;
         Ok(CallPlan::Task(TaskStart {
             state: json!({"phase": "outline"}),
-            first_step_in_ms: OUTLINE_MS,
+            first_step_in_ms: self.outline_ms,
             message: Some("Preparing report outline.".to_owned()),
         }))
     }

@@ -225,12 +225,19 @@ pub struct ToolSet {
 
 impl ToolSet {
     pub fn new(selection: ToolSelection) -> Self {
+        Self::with_outline(selection, demo::OUTLINE_MS)
+    }
+
+    /// The selected tools, with `generate_report` drafting its outline in
+    /// `outline_ms` (benchmarks set it to 0 to measure the server, not the
+    /// simulated work).
+    pub fn with_outline(selection: ToolSelection, outline_ms: u64) -> Self {
         let mut list: Vec<Box<dyn Tool>> = Vec::new();
         if matches!(selection, ToolSelection::Conformance | ToolSelection::All) {
             list.extend(fixtures::all());
         }
         if matches!(selection, ToolSelection::Demo | ToolSelection::All) {
-            list.push(Box::new(demo::GenerateReport));
+            list.push(Box::new(demo::GenerateReport { outline_ms }));
         }
         ToolSet::from_tools(list)
     }

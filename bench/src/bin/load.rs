@@ -25,6 +25,8 @@ struct Args {
     concurrency: usize,
     seconds: f64,
     prefill: usize,
+    /// How many tasks the server holds (informational, echoed in the output).
+    stored: usize,
     label: String,
     headers: Vec<(String, String)>,
 }
@@ -36,6 +38,7 @@ fn parse_args() -> Args {
         concurrency: 1,
         seconds: 5.0,
         prefill: 0,
+        stored: 0,
         label: String::new(),
         headers: Vec::new(),
     };
@@ -49,6 +52,7 @@ fn parse_args() -> Args {
             "--seconds" => a.seconds = v.parse().unwrap_or(5.0),
             "--prefill" => a.prefill = v.parse().unwrap_or(0),
             "--label" => a.label = v,
+            "--stored" => a.stored = v.parse().unwrap_or(0),
             "--header" => {
                 if let Some((n, val)) = v.split_once(':') {
                     a.headers.push((n.trim().to_owned(), val.trim().to_owned()));
@@ -266,6 +270,7 @@ async fn main() {
         "workload": args.workload,
         "concurrency": args.concurrency,
         "prefill": args.prefill,
+        "stored": args.stored.max(args.prefill),
         "seconds": elapsed,
         "requests": n,
         "errors": all.errors,

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Benchmarks mcp-tasks-edge side by side with the servers users would pick
+# instead, in one run, on this machine, with the same workloads:
+#
+#   ours-wasi     the WASI component on the local wasmtime host (SQLite store,
+#                 every commit fsynced)
+#   ours-wasi-normal  the same with synchronous=NORMAL (a commit survives the
+#                 host being killed, not a power loss)
+#   ours-const    the same host answering a constant result (no component,
+#                 no store): the cost of the HTTP stack itself
+#   ours-worker   the Worker on `wrangler dev` (workerd, Durable Objects)
+#   rmcp          rmcp 3.11 with its in-memory task manager, as configured by
+#                 default (SSE replies, Nagle on)
+#   rmcp-tuned    the same with JSON replies and TCP_NODELAY
+#   fastmcp       FastMCP 4.1.4 + fastmcp-tasks 4.1.4 (uvicorn)
+#
+# Every server runs generate_report with no simulated outline delay, so the
+# flow measures the servers. Results: bench/results/latest.{jsonl,md,svg}.
+#
+#   bash bench/run.sh                 # everything (about 15 minutes)
+#   SERVERS="ours-wasi rmcp" SECONDS_PER=5 bash bench/run.sh
+#
+# Not part of `make test`. Needs the toolchain `make test` installs, plus
+# Python 3 (for FastMCP, installed into bench/.venv from PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SECONDS_PER=${SECONDS_PER:-8}
+SERVERS=${SERVERS:-"ours-wasi ours-wasi-normal ours-const ours-worker rmcp rmcp-tuned fastmcp"}
+PREFILL_SMALL=${PREFILL_SMALL:-10000}
+PREFILL_LARGE=${PREFILL_LARGE:-100000}
+OUT=$ROOT/bench/results
+WORK=$(mktemp -d /tmp/mcp-bench.XXXXXX)
+mkdir -p "$OUT"
+RESULTS=$OUT/latest.jsonl
+: > "$RESULTS"
+
+say() { printf '\n== %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- builds
+say "building (component, host, load client, rmcp peer)"
+cargo build --release --target wasm32-wasip2 --quiet
+cargo build --release --example host --quiet
+(cd bench && cargo build --release --quiet --bin load --bin faults)
+(cd bench/peers/rmcp-server && cargo build --release --quiet)
+LOAD=$ROOT/bench/target/release/load
+HOST=$ROOT/target/release/examples/host
+RMCP=$ROOT/bench/peers/rmcp-server/target/release/rmcp-peer-server
+if [[ " $SERVERS " == *" fastmcp "* && ! -x bench/.venv/bin/python ]]; then
+  say "installing FastMCP 4.1.4 + fastmcp-tasks 4.1.4 into bench/.venv"
+  python3 -m venv bench/.venv
+  bench/.venv/bin/pip install --quiet -r bench/peers/fastmcp-requirements.lock.txt
+fi
+
+# ---------------------------------------------------------------- servers
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 1
+  for pid in "${PIDS[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+OURS_ENV=(MCP_STATE_SECRET=bench-state-secret-0123456789 MCP_AUTH=insecure-local MCP_TOOLS=all
+          MCP_MAX_OUTSTANDING_TASKS=0 MCP_REPORT_OUTLINE_MS=0)
+
+# Starts a server in its own process group; sets URL once it answers.
+start() { # name port command...
+  local name=$1 port=$2; shift 2
+  setsid "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  URL="http://127.0.0.1:$port/mcp"
+  for _ in $(seq 1 600); do
+    if curl -s -o /dev/null -m 1 -X POST "$URL" -H 'content-type: application/json' -d '{}' 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "bench: $name did not start; log:" >&2
+  tail -20 "$WORK/$name.log" >&2
+  return 1
+}
+
+launch() { # name
+  case $1 in
+    ours-wasi) start ours-wasi 18788 env "${OURS_ENV[@]}" "$HOST" --port 18788 --data "$WORK/wasi" ;;
+    ours-wasi-normal) start ours-wasi-normal 18790 env "${OURS_ENV[@]}" "$HOST" --port 18790 --data "$WORK/wasi-normal" --sync normal ;;
+    ours-const) start ours-const 18789 env "${OURS_ENV[@]}" "$HOST" --port 18789 --data "$WORK/const" --constant ;;
+    ours-worker)
+      # shellcheck source=scripts/cf-env.sh
+      source scripts/cf-env.sh && cf_ensure_tools
+      local vars=()
+      for kv in "${OURS_ENV[@]}"; do vars+=(--var "${kv/=/:}"); done
+      start ours-worker 18787 wrangler dev --ip 127.0.0.1 --port 18787 --persist-to "$WORK/wrangler" "${vars[@]}" ;;
+    rmcp) start rmcp 18081 env OUTLINE_MS=0 JSON_RESPONSE=0 TCP_NODELAY=0 TASK_TTL_MS=3600000 "$RMCP" 18081 ;;
+    rmcp-tuned) start rmcp-tuned 18082 env OUTLINE_MS=0 JSON_RESPONSE=1 TCP_NODELAY=1 TASK_TTL_MS=3600000 "$RMCP" 18082 ;;
+    fastmcp) start fastmcp 18083 env OUTLINE_MS=0 bench/.venv/bin/python bench/peers/fastmcp_server.py 18083 ;;
+    *) echo "bench: unknown server $1" >&2; return 1 ;;
+  esac
+}
+
+run() { # server url workload concurrency [extra args]
+  local server=$1 url=$2 workload=$3 conc=$4; shift 4
+  local line
+  if line=$("$LOAD" --url "$url" --workload "$workload" --concurrency "$conc" --seconds "$SECONDS_PER" --label "$server" "$@" 2>>"$WORK/load.log"); then
+    echo "$line" | tee -a "$RESULTS" >&2
+  else
+    echo "{\"label\":\"$server\",\"workload\":\"$workload\",\"concurrency\":$conc,\"failed\":true}" | tee -a "$RESULTS" >&2
+  fi
+}
+
+for server in $SERVERS; do
+  say "$server"
+  launch "$server" || continue
+  url=$URL
+  if [[ $server == ours-const ]]; then
+    run "$server" "$url" discover 1
+    run "$server" "$url" discover 16
+    continue
+  fi
+  run "$server" "$url" get 1
+  run "$server" "$url" get 16
+  run "$server" "$url" discover 1
+  run "$server" "$url" discover 16
+  run "$server" "$url" flow 16
+  run "$server" "$url" create 16 --prefill "$PREFILL_SMALL" --stored "$PREFILL_SMALL"
+  large=$((PREFILL_LARGE - PREFILL_SMALL))
+  stored=$PREFILL_SMALL
+  if [[ $server == ours-worker ]]; then
+    echo "bench: ours-worker: $PREFILL_LARGE stored tasks skipped (wrangler dev creates a few hundred per second)" >&2
+  elif (( large > 0 )); then
+    run "$server" "$url" create 16 --prefill "$large" --stored "$PREFILL_LARGE"
+    stored=$PREFILL_LARGE
+  fi
+  # tasks/get again, now with the store full: O(1) reads do not slow down.
+  run "$server" "$url" get 1 --stored "$stored"
+  kill -TERM -- "-${PIDS[-1]}" 2>/dev/null || true
+done
+
+say "report"
+python3 bench/report.py "$RESULTS" "$OUT/latest.md" "$OUT/latest.svg"
+cat "$OUT/latest.md"
