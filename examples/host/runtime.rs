@@ -173,6 +173,10 @@ pub struct LimitStats {
     pub peak_memory: AtomicUsize,
     /// The most fuel any single call used.
     pub peak_fuel: AtomicU64,
+    /// Host store calls made by the guest, and the time spent in them
+    /// (benchmarks subtract it to time the guest alone).
+    pub store_calls: AtomicU64,
+    pub store_ns: AtomicU64,
 }
 
 /// Caps linear memory; tables get a generous fixed cap.
@@ -269,10 +273,24 @@ fn wit_error(e: CoreStoreError) -> wit_store::StoreError {
     }
 }
 
+impl HostState {
+    /// Runs one host store call, counting it and its time.
+    fn timed<T>(&self, f: impl FnOnce(&SqliteStore) -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = f(&self.store);
+        let stats = &self.limits.stats;
+        stats.store_calls.fetch_add(1, Ordering::Relaxed);
+        stats.store_ns.fetch_add(
+            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        out
+    }
+}
+
 impl wit_store::Host for HostState {
     fn get(&mut self, key: String) -> Result<Option<wit_store::Entry>, wit_store::StoreError> {
-        self.store
-            .get(&key)
+        self.timed(|s| s.get(&key))
             .map(|e| {
                 e.map(|e| wit_store::Entry {
                     version: e.version,
@@ -290,21 +308,20 @@ impl wit_store::Host for HostState {
         body: String,
         due_at: Option<i64>,
     ) -> Result<u64, wit_store::StoreError> {
-        self.store
-            .put(&key, expected, &body, due_at)
+        self.timed(|s| s.put(&key, expected, &body, due_at))
             .map_err(wit_error)
     }
 
     fn delete(&mut self, key: String, expected: u64) -> Result<(), wit_store::StoreError> {
-        self.store.delete(&key, expected).map_err(wit_error)
+        self.timed(|s| s.delete(&key, expected)).map_err(wit_error)
     }
 
     fn due(&mut self, now_ms: i64, limit: u32) -> Result<Vec<String>, wit_store::StoreError> {
-        self.store.due(now_ms, limit).map_err(wit_error)
+        self.timed(|s| s.due(now_ms, limit)).map_err(wit_error)
     }
 
     fn next_due(&mut self) -> Result<Option<i64>, wit_store::StoreError> {
-        self.store.next_due().map_err(wit_error)
+        self.timed(|s| s.next_due()).map_err(wit_error)
     }
 }
 

@@ -1,0 +1,145 @@
+//! Where the time of one call into the component goes: the same loop over
+//! requests that do less and less work in the guest. Prints mean µs per
+//! call (guest time, host store calls excluded) for each.
+
+#[allow(dead_code)]
+#[path = "../../../examples/host/runtime.rs"]
+mod runtime;
+#[allow(dead_code)]
+#[path = "../../../examples/host/sqlite.rs"]
+mod sqlite;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde_json::json;
+
+fn main() {
+    let n: u32 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let dir = std::env::temp_dir().join(format!("mcp-probe-{}", std::process::id()));
+    let store =
+        Arc::new(sqlite::SqliteStore::open_with(&dir, sqlite::Sync::Normal).expect("store"));
+    let mut settings = runtime::Settings::new(
+        [
+            ("MCP_TOOLS", "all"),
+            ("MCP_AUTH", "insecure-local"),
+            ("MCP_STATE_SECRET", "probe-state-secret-0123456789"),
+            ("MCP_MAX_OUTSTANDING_TASKS", "0"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    settings.guest_stderr = false;
+    if std::env::var_os("NO_FUEL").is_some() {
+        settings.fuel_per_call = u64::MAX;
+    }
+    let component = std::env::var_os("COMPONENT_WASM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../target/wasm32-wasip2/release/mcp_tasks_edge.wasm")
+        });
+    let rt = runtime::Runtime::new(&component, store, settings).expect("runtime");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+    let body = |m: &str, p: serde_json::Value| {
+        let mut p = p;
+        p["_meta"] = meta.clone();
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": m, "params": p}))
+            .expect("json")
+    };
+    tokio.block_on(async {
+        let h = |m: &'static str, name: Option<String>| -> Vec<(String, String)> {
+            let mut v = vec![
+                ("host".into(), "x".into()),
+                ("content-type".into(), "application/json".into()),
+                ("mcp-protocol-version".into(), "2026-07-28".into()),
+                ("mcp-method".into(), m.into()),
+            ];
+            if let Some(n) = name {
+                v.push(("mcp-name".into(), n));
+            }
+            v
+        };
+        let created = {
+            let hs = h("tools/call", Some("slow_compute".into()));
+            let refs: Vec<(&str, &[u8])> =
+                hs.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
+            let r = rt
+                .request(
+                    "POST",
+                    "/mcp",
+                    &refs,
+                    body(
+                        "tools/call",
+                        json!({"name": "slow_compute", "arguments": {"seconds": 3600}}),
+                    ),
+                )
+                .await
+                .expect("create");
+            r.json()["result"]["taskId"]
+                .as_str()
+                .expect("id")
+                .to_owned()
+        };
+        let cases: Vec<(&str, &str, Vec<(String, String)>, Vec<u8>)> = vec![
+            (
+                "GET /nope (404, no parsing)",
+                "/nope",
+                h("x", None),
+                Vec::new(),
+            ),
+            (
+                "POST parse error (400)",
+                "/mcp",
+                h("x", None),
+                b"{".to_vec(),
+            ),
+            (
+                "server/discover",
+                "/mcp",
+                h("server/discover", None),
+                body("server/discover", json!({})),
+            ),
+            (
+                "tasks/get",
+                "/mcp",
+                h("tasks/get", Some(created.clone())),
+                body("tasks/get", json!({"taskId": created})),
+            ),
+        ];
+        for (name, path, hs, b) in &cases {
+            let refs: Vec<(&str, &[u8])> =
+                hs.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
+            let method = if path == &"/nope" { "GET" } else { "POST" };
+            for _ in 0..200 {
+                rt.request(method, path, &refs, b.clone())
+                    .await
+                    .expect("warm");
+            }
+            let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+            let t = Instant::now();
+            for _ in 0..n {
+                rt.request(method, path, &refs, b.clone())
+                    .await
+                    .expect("call");
+            }
+            let total = t.elapsed().as_nanos() as f64;
+            let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+            println!(
+                "{name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
+                (total - store) / f64::from(n) / 1000.0,
+                store / f64::from(n) / 1000.0
+            );
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
