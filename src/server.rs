@@ -217,6 +217,7 @@ pub struct Server<S: Store> {
     runner_id: String,
     server_info: Value,
     result_meta: Value,
+    result_meta_json: Vec<u8>,
 }
 
 impl<S: Store> Server<S> {
@@ -239,6 +240,7 @@ impl<S: Store> Server<S> {
         ids.fill(&mut runner)?;
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let result_meta = json!({ meta_keys::SERVER_INFO: server_info });
+        let result_meta_json = serde_json::to_vec(&result_meta).unwrap_or_default();
         Ok(Server {
             store,
             tools,
@@ -246,6 +248,7 @@ impl<S: Store> Server<S> {
             runner_id: b64url(&runner),
             server_info,
             result_meta,
+            result_meta_json,
             config,
         })
     }
@@ -269,6 +272,7 @@ impl<S: Store> Server<S> {
             tools: &self.tools,
             id: &self.runner_id,
             lease_ms: self.config.lease_ms,
+            server_info: &self.server_info,
         }
     }
 
@@ -352,21 +356,18 @@ impl<S: Store> Server<S> {
             Method::TasksGet => {
                 let p: TaskIdParams = typed(raw, method_name)?;
                 mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                let record = TaskService::new(&self.store)
-                    .get(&ctx.owner, &p.task_id, ctx.now)
+                let view = TaskService::new(&self.store, &self.server_info)
+                    .view(&ctx.owner, &p.task_id, ctx.now)
                     .await?;
-                trace.task_id = Some(record.id.clone());
-                ok(&record.wire(
-                    Some(result_type::COMPLETE),
-                    &self.server_info,
-                    Some(self.result_meta.clone()),
-                ))
+                let body = snapshot_response(id, &self.result_meta_json, &view.snapshot);
+                trace.task_id = Some(p.task_id);
+                Ok(Outcome::Json(body))
             }
             Method::TasksUpdate => {
                 let p: UpdateTaskParams = typed(raw, method_name)?;
                 self.check_responses(p.input_responses.len())?;
                 mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                TaskService::new(&self.store)
+                TaskService::new(&self.store, &self.server_info)
                     .update(&ctx.owner, &p.task_id, &p.input_responses, ctx.now)
                     .await?;
                 trace.task_id = Some(p.task_id);
@@ -375,7 +376,7 @@ impl<S: Store> Server<S> {
             Method::TasksCancel => {
                 let p: TaskIdParams = typed(raw, method_name)?;
                 mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                TaskService::new(&self.store)
+                TaskService::new(&self.store, &self.server_info)
                     .cancel(&ctx.owner, &p.task_id, ctx.now)
                     .await?;
                 trace.task_id = Some(p.task_id);
@@ -643,7 +644,7 @@ impl<S: Store> Server<S> {
         nonce: Option<&str>,
         ctx: &RequestContext,
     ) -> Result<TaskRecord, RpcError> {
-        let service = TaskService::new(&self.store);
+        let service = TaskService::new(&self.store, &self.server_info);
         let max = self.config.limits.max_outstanding_tasks;
         let expires = record.expires_at();
         if let Some(nonce) = nonce {
@@ -674,6 +675,28 @@ impl<S: Store> Server<S> {
             "Internal error: could not allocate a task id.",
         ))
     }
+}
+
+/// A `tasks/get` response around a stored snapshot, without parsing it:
+/// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
+fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
+    let members = snapshot
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .unwrap_or("");
+    let mut out = Vec::with_capacity(snapshot.len() + meta_json.len() + 80);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    if serde_json::to_writer(&mut out, id).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(br#","result":{"resultType":"complete","_meta":"#);
+    out.extend_from_slice(meta_json);
+    if !members.trim().is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members.as_bytes());
+    }
+    out.extend_from_slice(b"}}");
+    out
 }
 
 fn ack() -> Value {

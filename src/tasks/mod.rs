@@ -12,9 +12,14 @@ pub mod runner;
 pub mod state;
 pub mod subscription;
 
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
+use crate::protocol::tasks::TaskStatus;
 use crate::store::{Store, StoreError, Version};
 use crate::time::Millis;
 use record::{Change, Owner, Phase, TaskRecord};
@@ -32,10 +37,114 @@ fn contention() -> RpcError {
     RpcError::internal("Internal error: the task is busy; retry later.").with_status(503)
 }
 
-/// Serialises a record for the store.
-pub fn encode(record: &TaskRecord) -> Result<String, RpcError> {
-    serde_json::to_string(record)
-        .map_err(|_| RpcError::internal("Internal error: a task could not be encoded."))
+fn encoding_failed() -> RpcError {
+    RpcError::internal("Internal error: a task could not be encoded.")
+}
+
+/// What is stored for a task: the snapshot a reader is served (rendered
+/// once, at write time), the facts a reader needs to decide whether it may
+/// see it, and the full record the writers work on.
+#[derive(Serialize)]
+struct Stored<'a> {
+    owner: &'a Owner,
+    expires_at: Millis,
+    status: TaskStatus,
+    snapshot: &'a RawValue,
+    record: &'a TaskRecord,
+}
+
+#[derive(Deserialize)]
+struct StoredRecord {
+    record: TaskRecord,
+}
+
+#[derive(Deserialize)]
+struct StoredView<'a> {
+    #[serde(borrow)]
+    owner: OwnerRef<'a>,
+    expires_at: Millis,
+    status: TaskStatus,
+    #[serde(borrow)]
+    snapshot: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct OwnerRef<'a> {
+    #[serde(borrow)]
+    tenant: Cow<'a, str>,
+    #[serde(borrow)]
+    principal: Cow<'a, str>,
+}
+
+/// A task as readers see it: the stored snapshot (the `DetailedTask`
+/// object, without `resultType` and `_meta`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskView {
+    pub status: TaskStatus,
+    /// JSON text of an object.
+    pub snapshot: String,
+}
+
+/// Serialises a record for the store, with its snapshot rendered.
+pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, RpcError> {
+    let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
+        .map_err(|_| encoding_failed())?;
+    let snapshot = RawValue::from_string(snapshot).map_err(|_| encoding_failed())?;
+    serde_json::to_string(&Stored {
+        owner: &record.owner,
+        expires_at: record.expires_at(),
+        status: record.status(),
+        snapshot: &snapshot,
+        record,
+    })
+    .map_err(|_| encoding_failed())
+}
+
+/// Decodes a stored task (current or earlier format).
+pub fn decode(body: &str) -> Result<TaskRecord, RpcError> {
+    let unreadable = || RpcError::internal("Internal error: a stored task could not be read.");
+    match serde_json::from_str::<StoredRecord>(body) {
+        Ok(s) => Ok(s.record),
+        // A record written before snapshots were stored.
+        Err(_) => serde_json::from_str::<TaskRecord>(body).map_err(|_| unreadable()),
+    }
+}
+
+/// The reader's view of the task `id` if `owner` may see it at `now`.
+/// Reads one entry and parses only what a reader needs.
+pub async fn load_view<S: Store>(
+    store: &S,
+    id: &str,
+    owner: &Owner,
+    now: Millis,
+    server_info: &Value,
+) -> Result<Option<TaskView>, RpcError> {
+    if !is_task_id(id) {
+        return Ok(None);
+    }
+    let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
+        return Ok(None);
+    };
+    if let Ok(v) = serde_json::from_str::<StoredView<'_>>(&entry.body) {
+        let visible = v.owner.tenant == owner.tenant
+            && v.owner.principal == owner.principal
+            && now < v.expires_at;
+        return Ok(visible.then(|| TaskView {
+            status: v.status,
+            snapshot: v.snapshot.get().to_owned(),
+        }));
+    }
+    // A record written before snapshots were stored: render it now.
+    let record = decode(&entry.body)?;
+    if record.id != id || !record.visible_to(owner, now) {
+        return Ok(None);
+    }
+    let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
+        .map_err(|_| encoding_failed())?;
+    Ok(Some(TaskView {
+        status: record.status(),
+        snapshot,
+    }))
 }
 
 /// Whether `id` has the shape of a task id. Other keys in the store (quota
@@ -60,8 +169,7 @@ pub async fn load<S: Store>(
     let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
         return Ok(None);
     };
-    let record = serde_json::from_str(&entry.body)
-        .map_err(|_| RpcError::internal("Internal error: a stored task could not be read."))?;
+    let record = decode(&entry.body)?;
     Ok(Some((entry.version, record)))
 }
 
@@ -70,8 +178,9 @@ pub async fn save<S: Store>(
     store: &S,
     expected: Option<Version>,
     record: &TaskRecord,
+    server_info: &Value,
 ) -> Result<Result<Version, StoreError>, RpcError> {
-    let body = encode(record)?;
+    let body = encode(record, server_info)?;
     match store
         .put(&record.id, expected, &body, Some(record.due_at()))
         .await
@@ -85,11 +194,21 @@ pub async fn save<S: Store>(
 /// The client-facing task operations, all scoped to the caller.
 pub struct TaskService<'a, S: Store> {
     pub store: &'a S,
+    /// The server's identity, rendered into completed results.
+    pub server_info: &'a Value,
 }
 
 impl<'a, S: Store> TaskService<'a, S> {
-    pub fn new(store: &'a S) -> Self {
-        TaskService { store }
+    pub fn new(store: &'a S, server_info: &'a Value) -> Self {
+        TaskService { store, server_info }
+    }
+
+    /// `tasks/get`: the caller's task as readers see it (one read, no
+    /// decoding of the full record).
+    pub async fn view(&self, owner: &Owner, id: &str, now: Millis) -> Result<TaskView, RpcError> {
+        load_view(self.store, id, owner, now, self.server_info)
+            .await?
+            .ok_or_else(RpcError::task_not_found)
     }
 
     /// The task if `owner` may see it; otherwise the one not-found error.
@@ -107,7 +226,9 @@ impl<'a, S: Store> TaskService<'a, S> {
 
     /// Persists a new task; `Ok(false)` if the id is taken.
     pub async fn create(&self, record: &TaskRecord) -> Result<bool, RpcError> {
-        Ok(save(self.store, None, record).await?.is_ok())
+        Ok(save(self.store, None, record, self.server_info)
+            .await?
+            .is_ok())
     }
 
     /// `tasks/get`: the caller's task.
@@ -143,7 +264,10 @@ impl<'a, S: Store> TaskService<'a, S> {
             if !record.record_answers(responses, now) {
                 return Ok(());
             }
-            if save(self.store, Some(version), &record).await?.is_ok() {
+            if save(self.store, Some(version), &record, self.server_info)
+                .await?
+                .is_ok()
+            {
                 return Ok(());
             }
         }
@@ -172,7 +296,10 @@ impl<'a, S: Store> TaskService<'a, S> {
                     return Ok(());
                 }
             }
-            if save(self.store, Some(version), &record).await?.is_ok() {
+            if save(self.store, Some(version), &record, self.server_info)
+                .await?
+                .is_ok()
+            {
                 return Ok(());
             }
         }

@@ -16,6 +16,7 @@ use crate::protocol::tasks::TaskStatus;
 use crate::store::{Store, StoreError, Version};
 use crate::time::Millis;
 use crate::tools::{StepContext, StepOutcome, ToolSet};
+use serde_json::Value;
 
 /// How often a commit is retried after a client changed the record.
 const COMMIT_ATTEMPTS: usize = 4;
@@ -99,6 +100,8 @@ pub struct Runner<'a, S: Store> {
     /// Identifies this runner in leases.
     pub id: &'a str,
     pub lease_ms: u64,
+    /// The server's identity, rendered into completed results.
+    pub server_info: &'a Value,
 }
 
 fn io(e: StoreError) -> RpcError {
@@ -179,7 +182,7 @@ impl<S: Store> Runner<'_, S> {
             if record.apply(change, now).is_err() {
                 return Ok(ClaimOutcome::Skipped);
             }
-            return match save(self.store, Some(version), &record).await? {
+            return match save(self.store, Some(version), &record, self.server_info).await? {
                 Ok(_) => Ok(ClaimOutcome::Cancelled),
                 Err(_) => Ok(ClaimOutcome::Skipped),
             };
@@ -193,7 +196,7 @@ impl<S: Store> Runner<'_, S> {
             expires_at: now.saturating_add(self.lease_ms as i64),
         };
         record.lease = Some(lease.clone());
-        match save(self.store, Some(version), &record).await? {
+        match save(self.store, Some(version), &record, self.server_info).await? {
             Ok(version) => Ok(ClaimOutcome::Claimed(Box::new(Claim {
                 version,
                 record,
@@ -233,7 +236,7 @@ impl<S: Store> Runner<'_, S> {
             }
             let mut record = claim.record.clone();
             apply_outcome(&mut record, outcome.clone(), now);
-            match save(self.store, Some(claim.version), &record).await? {
+            match save(self.store, Some(claim.version), &record, self.server_info).await? {
                 Ok(_) => return Ok(CommitOutcome::Committed(record.status())),
                 Err(_) => {
                     // Someone wrote since the lease: a client (keep its change

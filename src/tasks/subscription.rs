@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::load;
 use super::record::Owner;
+use super::{load, load_view};
 use crate::error::RpcError;
 use crate::protocol::jsonrpc::{Id, notification_bytes, result_bytes};
 use crate::protocol::tasks::SubscriptionFilter;
@@ -108,30 +108,44 @@ impl Subscription {
         let mut events = Vec::new();
         let ids: Vec<String> = self.tasks.keys().cloned().collect();
         for task_id in ids {
-            let record = match load(store, &task_id).await? {
-                Some((_, r)) if r.visible_to(&self.owner, now) => r,
-                _ => {
-                    self.tasks.remove(&task_id);
-                    continue;
-                }
+            let Some(view) =
+                load_view(store, &task_id, &self.owner, now, &self.server_info).await?
+            else {
+                self.tasks.remove(&task_id);
+                continue;
             };
-            let snapshot =
-                serde_json::to_string(&record.wire(None, &self.server_info, Some(self.meta())))
-                    .map_err(|_| {
-                        RpcError::internal("Internal error: a task could not be encoded.")
-                    })?;
             let last = self.tasks.get(&task_id).cloned().flatten();
-            if last.as_deref() != Some(snapshot.as_str()) {
-                let params: Value = serde_json::from_str(&snapshot).unwrap_or(Value::Null);
-                events.push(notification_bytes(methods::NOTIFICATION_TASKS, &params));
+            if last.as_deref() != Some(view.snapshot.as_str()) {
+                events.push(self.notification(&view.snapshot));
             }
-            if record.status().is_terminal() {
+            if view.status.is_terminal() {
                 self.tasks.remove(&task_id);
             } else {
-                self.tasks.insert(task_id, Some(snapshot));
+                self.tasks.insert(task_id, Some(view.snapshot));
             }
         }
         Ok(events)
+    }
+
+    /// `notifications/tasks` around a stored snapshot (the same object
+    /// `tasks/get` returns, tagged with the subscription id).
+    fn notification(&self, snapshot: &str) -> Vec<u8> {
+        let members = snapshot
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .unwrap_or("");
+        let meta = serde_json::to_vec(&self.meta()).unwrap_or_else(|_| b"{}".to_vec());
+        let mut out = Vec::with_capacity(snapshot.len() + meta.len() + 64);
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","method":""#);
+        out.extend_from_slice(methods::NOTIFICATION_TASKS.as_bytes());
+        out.extend_from_slice(br#"","params":{"_meta":"#);
+        out.extend_from_slice(&meta);
+        if !members.trim().is_empty() {
+            out.push(b',');
+            out.extend_from_slice(members.as_bytes());
+        }
+        out.extend_from_slice(b"}}");
+        out
     }
 
     /// Whether nothing more can be sent: every task is terminal or gone, or

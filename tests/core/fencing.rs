@@ -67,8 +67,7 @@ fn a_runner_paused_past_its_lease_cannot_commit() {
     let t = b.get(&task);
     assert_eq!(t["status"], "completed");
     let entry = block_on(store.get(&task)).unwrap().unwrap();
-    let record: mcp_tasks_edge::tasks::record::TaskRecord =
-        serde_json::from_str(&entry.body).unwrap();
+    let record = mcp_tasks_edge::tasks::decode(&entry.body).unwrap();
     assert_eq!(record.steps, 1, "exactly one step committed");
 }
 
@@ -134,12 +133,14 @@ fn concurrent_updates_to_different_keys_both_land() {
         inner: &store,
         arm: Cell::new(true),
         interloper: Box::new(move |inner| {
-            let other = mcp_tasks_edge::tasks::TaskService::new(inner);
+            let info = json!({"name": "test", "version": "0"});
+            let other = mcp_tasks_edge::tasks::TaskService::new(inner, &info);
             let answer = json!({"approval": {"action": "accept", "content": {"confirm": true}}});
             block_on(other.update(&owner, &task2, answer.as_object().unwrap(), now)).unwrap();
         }),
     };
-    let ours = mcp_tasks_edge::tasks::TaskService::new(&interleaved);
+    let info = json!({"name": "test", "version": "0"});
+    let ours = mcp_tasks_edge::tasks::TaskService::new(&interleaved, &info);
     let answer = json!({"reviewer": {"action": "accept", "content": {"name": "carol"}}});
     block_on(ours.update(&h.owner, &task, answer.as_object().unwrap(), now)).unwrap();
     assert_eq!(h.status(&task), "working", "both answers arrived");
@@ -163,8 +164,14 @@ fn a_cancel_racing_a_lease_is_kept() {
         inner: &store,
         arm: Cell::new(true),
         interloper: Box::new(move |inner| {
-            block_on(mcp_tasks_edge::tasks::TaskService::new(inner).cancel(&owner, &t2, now))
-                .unwrap();
+            block_on(
+                mcp_tasks_edge::tasks::TaskService::new(
+                    inner,
+                    &json!({"name": "test", "version": "0"}),
+                )
+                .cancel(&owner, &t2, now),
+            )
+            .unwrap();
         }),
     };
     let runner = mcp_tasks_edge::tasks::runner::Runner {
@@ -172,6 +179,7 @@ fn a_cancel_racing_a_lease_is_kept() {
         tools: &mcp_tasks_edge::tools::ToolSet::new(mcp_tasks_edge::tools::ToolSelection::All),
         id: "r",
         lease_ms: 30_000,
+        server_info: &json!({"name": "test", "version": "0"}),
     };
     // The claim's write conflicts with the cancel: the runner backs off.
     assert!(matches!(
@@ -201,7 +209,7 @@ fn two_runners_ticking_in_turn_commit_every_step_once() {
     assert_eq!(stepped, 50, "one step per task, whichever runner took it");
     for id in &ids {
         let e = block_on(store.get(id)).unwrap().unwrap();
-        let r: mcp_tasks_edge::tasks::record::TaskRecord = serde_json::from_str(&e.body).unwrap();
+        let r = mcp_tasks_edge::tasks::decode(&e.body).unwrap();
         assert_eq!((r.status(), r.steps), (TaskStatus::Completed, 1), "{id}");
     }
 }

@@ -111,7 +111,7 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
 
     let store = SqliteStore::open(dir.path()).unwrap();
     let load = |id: &str| -> TaskRecord {
-        serde_json::from_str(&store.get(id).unwrap().unwrap().body).unwrap()
+        mcp_tasks_edge::tasks::decode(&store.get(id).unwrap().unwrap().body).unwrap()
     };
     let mut steps = 0;
     for id in &approve {

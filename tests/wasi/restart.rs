@@ -24,7 +24,7 @@ fn boot(dir: &std::path::Path, clock: &Clock) -> Client {
 
 fn record(dir: &std::path::Path, id: &str) -> TaskRecord {
     let store = SqliteStore::open(dir).unwrap();
-    serde_json::from_str(&store.get(id).unwrap().unwrap().body).unwrap()
+    mcp_tasks_edge::tasks::decode(&store.get(id).unwrap().unwrap().body).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,6 +54,7 @@ async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
             tools: &tools,
             id: "crashed-runner",
             lease_ms: 30_000,
+            server_info: &serde_json::json!({"name": "mcp-tasks-edge", "version": "0"}),
         };
         let claim = block_on(runner.claim(&compute, clock.now_ms())).unwrap();
         assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");

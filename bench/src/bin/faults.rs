@@ -412,14 +412,14 @@ async fn replicas_mode(o: &Opts) -> i32 {
     for (id, steps) in &ids {
         match records.get(id) {
             Some(r) => {
-                if r["phase"]["status"] != "completed" {
+                if r["record"]["phase"]["status"] != "completed" {
                     stranded += 1;
-                    eprintln!("STRANDED: {id}: {}", r["phase"]["status"]);
-                } else if r["steps"].as_u64() != Some(*steps) {
+                    eprintln!("STRANDED: {id}: {}", r["record"]["phase"]["status"]);
+                } else if r["record"]["steps"].as_u64() != Some(*steps) {
                     twice += 1;
                     eprintln!(
                         "STEPS: {id}: {} committed steps, expected {steps}",
-                        r["steps"]
+                        r["record"]["steps"]
                     );
                 }
             }

@@ -195,7 +195,7 @@ pub const KV_MIN_EXPIRATION_S: i64 = 60;
 /// expiration KV accepts if that is sooner (the core treats an expired record
 /// as absent, so a cached copy that outlives the task is never served).
 pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)> {
-    let record: TaskRecord = serde_json::from_str(&entry.body).ok()?;
+    let record = crate::tasks::decode(&entry.body).ok()?;
     if record.id != key || !record.status().is_terminal() || record.is_expired(now) {
         return None;
     }
