@@ -4,11 +4,13 @@
 //! Every call runs under two limits:
 //! - a [`ResourceLimiter`] caps the guest's linear memory (128 MiB by
 //!   default); a growth beyond it fails, and the guest's allocator traps;
-//! - a fuel budget per call (instructions executed by the guest). Fuel
-//!   counts only guest execution, not time spent waiting in the host, so a
-//!   `subscriptions/listen` stream that sleeps between polls for minutes
-//!   stays within it, while a guest spinning in a loop is stopped. A
-//!   wall-clock epoch deadline could not tell those apart.
+//! - an epoch deadline (wall clock, ticked every 10 ms): a call that runs
+//!   guest code past its deadline (10 s by default) is interrupted unless it
+//!   made progress since the last check: wrote response bytes or called the
+//!   store. A `subscriptions/listen` stream that polls the store for minutes
+//!   keeps going; a guest spinning in a loop is stopped. Epoch checks cost
+//!   far less guest time than fuel metering, which was measured at about a
+//!   quarter of a `tasks/get` call.
 //!
 //! A trapped instance is never reused. Instances are either made fresh for
 //! each call or kept in a pool ([`Strategy`]).
@@ -64,10 +66,15 @@ pub fn component_path() -> std::path::PathBuf {
 /// The guest's memory cap.
 pub const MEMORY_LIMIT: usize = 128 * 1024 * 1024;
 
-/// Fuel (roughly, guest instructions) per export call. The heaviest call in
-/// the wasi tests, a tick over 100 due tasks, uses about 15 million; a guest
-/// stuck in a loop burns the whole budget in about a second.
-pub const FUEL_PER_CALL: u64 = 2_000_000_000;
+/// How often the engine's epoch advances.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How long a call may run guest code without progress.
+pub const CALL_DEADLINE: Duration = Duration::from_secs(10);
+
+fn ticks(d: Duration) -> u64 {
+    u64::try_from(d.as_millis() / EPOCH_TICK.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// The wall clock the guest reads and the host ticks with.
 #[derive(Clone, Debug)]
@@ -144,7 +151,8 @@ pub struct Settings {
     /// The guest's environment (`MCP_*` settings).
     pub env: Vec<(String, String)>,
     pub memory_limit: usize,
-    pub fuel_per_call: u64,
+    /// Guest run time allowed without progress, per call.
+    pub call_deadline: Duration,
     pub clock: Clock,
     pub strategy: Strategy,
     /// Pass the guest's stderr through (its logs and warnings).
@@ -156,7 +164,7 @@ impl Settings {
         Settings {
             env,
             memory_limit: MEMORY_LIMIT,
-            fuel_per_call: FUEL_PER_CALL,
+            call_deadline: CALL_DEADLINE,
             clock: Clock::System,
             strategy: Strategy::Pooled(64),
             guest_stderr: true,
@@ -171,8 +179,10 @@ pub struct LimitStats {
     pub memory_denied: AtomicUsize,
     /// The largest linear memory granted to any instance (bytes).
     pub peak_memory: AtomicUsize,
-    /// The most fuel any single call used.
-    pub peak_fuel: AtomicU64,
+    /// Calls interrupted by their deadline.
+    pub interrupts: AtomicU64,
+    /// Deadlines extended because the call was making progress.
+    pub extensions: AtomicU64,
     /// Host store calls made by the guest, and the time spent in them
     /// (benchmarks subtract it to time the guest alone).
     pub store_calls: AtomicU64,
@@ -242,6 +252,11 @@ pub struct HostState {
     hooks: NoOutgoing,
     store: Arc<SqliteStore>,
     pub limits: MemoryCap,
+    /// Store calls and response bytes so far; the deadline is extended only
+    /// while this moves.
+    progress: Arc<AtomicU64>,
+    progress_seen: u64,
+    deadline_ticks: u64,
 }
 
 impl WasiView for HostState {
@@ -278,6 +293,7 @@ impl HostState {
     fn timed<T>(&self, f: impl FnOnce(&SqliteStore) -> T) -> T {
         let started = std::time::Instant::now();
         let out = f(&self.store);
+        self.progress.fetch_add(1, Ordering::Relaxed);
         let stats = &self.limits.stats;
         stats.store_calls.fetch_add(1, Ordering::Relaxed);
         stats.store_ns.fetch_add(
@@ -380,11 +396,26 @@ impl Runtime {
         Self::from_component(&engine, &component, store, settings)
     }
 
-    /// The engine configuration every runtime uses: fuel metering on.
+    /// The engine configuration every runtime uses: epoch interruption on,
+    /// with a thread that advances the epoch every [`EPOCH_TICK`] for as long
+    /// as the engine lives.
     pub fn engine() -> Result<Engine> {
         let mut config = wasmtime::Config::new();
-        config.consume_fuel(true);
-        Ok(Engine::new(&config)?)
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => return,
+                    }
+                }
+            })?;
+        Ok(engine)
     }
 
     pub fn from_component(
@@ -428,7 +459,7 @@ impl Runtime {
         self.traps.load(Ordering::SeqCst)
     }
 
-    /// What the memory cap and the fuel budget saw so far.
+    /// What the memory cap and the deadline saw so far.
     pub fn limit_stats(&self) -> &LimitStats {
         &self.stats
     }
@@ -462,10 +493,27 @@ impl Runtime {
                 max_bytes: self.settings.memory_limit,
                 stats: self.stats.clone(),
             },
+            progress: Arc::new(AtomicU64::new(0)),
+            progress_seen: 0,
+            deadline_ticks: ticks(self.settings.call_deadline),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_fuel(self.settings.fuel_per_call)?;
+        store.epoch_deadline_callback(|mut ctx| {
+            let state = ctx.data_mut();
+            let now = state.progress.load(Ordering::Relaxed);
+            if now != state.progress_seen {
+                state.progress_seen = now;
+                state.limits.stats.extensions.fetch_add(1, Ordering::Relaxed);
+                Ok(wasmtime::UpdateDeadline::Continue(state.deadline_ticks.max(1)))
+            } else {
+                state.limits.stats.interrupts.fetch_add(1, Ordering::Relaxed);
+                Ok(wasmtime::UpdateDeadline::Interrupt)
+            }
+        });
+        // Instantiation runs the guest's initialisers: the default deadline;
+        // each call then gets the configured one (`acquire`).
+        store.set_epoch_deadline(ticks(CALL_DEADLINE));
         self.instantiations.fetch_add(1, Ordering::SeqCst);
         let server = self.pre.instantiate_async(&mut store).await?;
         Ok(Instance { store, server })
@@ -481,16 +529,14 @@ impl Runtime {
             Some(i) => i,
             None => self.instantiate().await?,
         };
-        instance.store.set_fuel(self.settings.fuel_per_call)?;
+        let state = instance.store.data_mut();
+        state.progress_seen = state.progress.load(Ordering::Relaxed);
+        instance.store.set_epoch_deadline(ticks(self.settings.call_deadline));
         Ok(instance)
     }
 
     /// Returns an instance after a call that did not trap.
     pub fn release(&self, instance: Instance) {
-        if let Ok(left) = instance.store.get_fuel() {
-            let used = self.settings.fuel_per_call.saturating_sub(left);
-            self.stats.peak_fuel.fetch_max(used, Ordering::SeqCst);
-        }
         if let Strategy::Pooled(max) = self.settings.strategy
             && let Ok(mut pool) = self.pool.lock()
             && pool.len() < max
@@ -573,6 +619,7 @@ impl Runtime {
         B::Error: Into<wasmtime_wasi_http::Error>,
     {
         let mut i = self.acquire().await?;
+        let progress = i.store.data().progress.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let req = i.store.data_mut().http().new_incoming_request(
             wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
@@ -597,7 +644,20 @@ impl Runtime {
             }
         });
         match rx.await {
-            Ok(Ok(resp)) => Ok((resp, call)),
+            Ok(Ok(resp)) => {
+                // Bytes reaching the client count as progress for the
+                // deadline (a long stream keeps its call alive).
+                let resp = resp.map(|body| {
+                    body.map_frame(move |frame| {
+                        if let Some(data) = frame.data_ref() {
+                            progress.fetch_add(data.len() as u64, Ordering::Relaxed);
+                        }
+                        frame
+                    })
+                    .boxed_unsync()
+                });
+                Ok((resp, call))
+            }
             Ok(Err(code)) => Err(anyhow!("the component answered with error code {code:?}")),
             Err(_) => match call.await {
                 Ok(Err(e)) => Err(e.context("the component trapped")),

@@ -41,21 +41,17 @@ fn encoding_failed() -> RpcError {
     RpcError::internal("Internal error: a task could not be encoded.")
 }
 
-/// What is stored for a task: the snapshot a reader is served (rendered
-/// once, at write time), the facts a reader needs to decide whether it may
-/// see it, and the full record the writers work on.
+/// What is stored for a task, as two lines of JSON: first the reader's
+/// view (the facts that decide whether a caller may see the task, and the
+/// snapshot it is served, rendered once at write time), then the full
+/// record the writers work on. Compact JSON has no raw newline, so readers
+/// parse the first line only.
 #[derive(Serialize)]
-struct Stored<'a> {
+struct StoredViewOut<'a> {
     owner: &'a Owner,
     expires_at: Millis,
     status: TaskStatus,
     snapshot: &'a RawValue,
-    record: &'a TaskRecord,
-}
-
-#[derive(Deserialize)]
-struct StoredRecord {
-    record: TaskRecord,
 }
 
 #[derive(Deserialize)]
@@ -90,24 +86,24 @@ pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, RpcErr
     let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
         .map_err(|_| encoding_failed())?;
     let snapshot = RawValue::from_string(snapshot).map_err(|_| encoding_failed())?;
-    serde_json::to_string(&Stored {
+    let mut out = serde_json::to_string(&StoredViewOut {
         owner: &record.owner,
         expires_at: record.expires_at(),
         status: record.status(),
         snapshot: &snapshot,
-        record,
     })
-    .map_err(|_| encoding_failed())
+    .map_err(|_| encoding_failed())?;
+    out.push('\n');
+    out.push_str(&serde_json::to_string(record).map_err(|_| encoding_failed())?);
+    Ok(out)
 }
 
 /// Decodes a stored task (current or earlier format).
 pub fn decode(body: &str) -> Result<TaskRecord, RpcError> {
     let unreadable = || RpcError::internal("Internal error: a stored task could not be read.");
-    match serde_json::from_str::<StoredRecord>(body) {
-        Ok(s) => Ok(s.record),
-        // A record written before snapshots were stored.
-        Err(_) => serde_json::from_str::<TaskRecord>(body).map_err(|_| unreadable()),
-    }
+    // Without a view line: a record written before snapshots were stored.
+    let record = body.split_once('\n').map_or(body, |(_, record)| record);
+    serde_json::from_str::<TaskRecord>(record).map_err(|_| unreadable())
 }
 
 /// The reader's view of the task `id` if `owner` may see it at `now`.
@@ -125,7 +121,9 @@ pub async fn load_view<S: Store>(
     let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
         return Ok(None);
     };
-    if let Ok(v) = serde_json::from_str::<StoredView<'_>>(&entry.body) {
+    if let Some((view, _)) = entry.body.split_once('\n')
+        && let Ok(v) = serde_json::from_str::<StoredView<'_>>(view)
+    {
         let visible = v.owner.tenant == owner.tenant
             && v.owner.principal == owner.principal
             && now < v.expires_at;

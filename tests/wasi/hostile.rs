@@ -1,6 +1,6 @@
 //! Hostile input through `wasi:http`: every case must come back as the right
 //! HTTP status and JSON-RPC error, never as a guest trap or a 500. The
-//! component runs with the production limits (128 MiB, fuel per call).
+//! component runs with the production limits (128 MiB, a call deadline).
 //!
 //! Statuses follow the core's mapping (`RpcError::http_status`): parse and
 //! envelope errors, header mismatches and missing `_meta` are 400, unknown

@@ -1,7 +1,9 @@
-//! The guest's limits: a 128 MiB memory cap (a `ResourceLimiter`) and a fuel
-//! budget per call. A normal workload stays inside both; the same limits
-//! stop the real component when set too low, and stop a runaway component
-//! (a loop that never ends, a growth past the cap).
+//! The guest's limits: a 128 MiB memory cap (a `ResourceLimiter`) and an
+//! epoch deadline per call that only progress (store calls, response bytes)
+//! extends. A normal workload stays inside both; the same limits stop the
+//! real component when set too low, and stop a runaway component (a loop
+//! that never ends, a growth past the cap), while a long, idle listen
+//! stream outlives many deadlines.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,14 +12,12 @@ use serde_json::json;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Store, Trap};
 
-use crate::runtime::{
-    Clock, FUEL_PER_CALL, LimitStats, MEMORY_LIMIT, MemoryCap, Runtime, Strategy,
-};
+use crate::runtime::{Clock, LimitStats, MEMORY_LIMIT, MemoryCap, Runtime, Strategy};
 use crate::support::{Client, T0, TempDir, runtime, settings, standard_headers};
 
-fn is_out_of_fuel(e: &anyhow::Error) -> bool {
+fn is_interrupt(e: &anyhow::Error) -> bool {
     e.chain()
-        .any(|c| c.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel))
+        .any(|c| c.downcast_ref::<Trap>() == Some(&Trap::Interrupt))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,26 +59,24 @@ async fn a_normal_workload_stays_inside_the_limits() {
 
     let stats = c.rt.limit_stats();
     let peak_memory = stats.peak_memory.load(Ordering::SeqCst);
-    let peak_fuel = stats.peak_fuel.load(Ordering::SeqCst);
     eprintln!(
-        "normal workload: peak guest memory {} KiB of {} KiB, peak fuel per call {peak_fuel} of {FUEL_PER_CALL}",
+        "normal workload: peak guest memory {} KiB of {} KiB, no call near its deadline",
         peak_memory / 1024,
         MEMORY_LIMIT / 1024
     );
     assert_eq!(c.rt.traps(), 0);
     assert_eq!(stats.memory_denied.load(Ordering::SeqCst), 0);
+    assert_eq!(stats.interrupts.load(Ordering::SeqCst), 0);
     assert!(peak_memory > 0 && peak_memory <= MEMORY_LIMIT);
-    assert!(
-        peak_fuel > 0 && peak_fuel < FUEL_PER_CALL / 10,
-        "{peak_fuel}"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn too_little_fuel_stops_the_component_and_the_host_carries_on() {
-    let dir = TempDir::new("limits-fuel");
+async fn a_call_past_its_deadline_is_stopped_and_the_host_carries_on() {
+    let dir = TempDir::new("limits-deadline");
     let mut s = settings(&Clock::System);
-    s.fuel_per_call = 20_000;
+    // A deadline already reached when the call starts: the first epoch
+    // check in guest code, before any progress, interrupts it.
+    s.call_deadline = std::time::Duration::ZERO;
     let starved = runtime(dir.path(), s);
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": crate::support::meta(json!({}))}});
     let headers = standard_headers(&msg);
@@ -91,12 +89,13 @@ async fn too_little_fuel_stops_the_component_and_the_host_carries_on() {
         .request("POST", "/mcp", &refs, body.clone())
         .await
         .unwrap_err();
-    assert!(is_out_of_fuel(&e), "{e:?}");
+    assert!(is_interrupt(&e), "{e:?}");
     assert_eq!(starved.traps(), 1);
     let e = starved.tick(T0).await.unwrap_err();
-    assert!(is_out_of_fuel(&e), "{e:?}");
+    assert!(is_interrupt(&e), "{e:?}");
     assert_eq!(starved.traps(), 2);
-    // The same store with the normal budget: served.
+    assert_eq!(starved.limit_stats().interrupts.load(Ordering::SeqCst), 2);
+    // The same store with the normal deadline: served.
     let fed = runtime(dir.path(), settings(&Clock::System));
     let ok = fed.request("POST", "/mcp", &refs, body).await.unwrap();
     assert_eq!(ok.status, 200);
@@ -167,7 +166,8 @@ async fn a_runaway_component_is_stopped_by_the_same_limits() {
         },
     );
     store.limiter(|cap| cap);
-    store.set_fuel(FUEL_PER_CALL).unwrap();
+    store.epoch_deadline_trap();
+    store.set_epoch_deadline(1_000);
     let instance = Linker::new(&engine)
         .instantiate_async(&mut store, &component)
         .await
@@ -182,11 +182,11 @@ async fn a_runaway_component_is_stopped_by_the_same_limits() {
     assert_eq!(refused, -1, "256 MiB more is refused");
     assert_eq!(stats.memory_denied.load(Ordering::SeqCst), 1);
 
-    store.set_fuel(FUEL_PER_CALL).unwrap();
+    // A deadline a few ticks away: the loop makes no progress and is stopped.
+    store.set_epoch_deadline(5);
     let spin = instance
         .get_typed_func::<(), ()>(&mut store, "spin")
         .unwrap();
     let e = spin.call_async(&mut store, ()).await.unwrap_err();
-    assert_eq!(e.downcast_ref::<Trap>(), Some(&Trap::OutOfFuel), "{e:?}");
-    assert_eq!(store.get_fuel().unwrap(), 0);
+    assert_eq!(e.downcast_ref::<Trap>(), Some(&Trap::Interrupt), "{e:?}");
 }

@@ -125,3 +125,31 @@ async fn the_stream_stops_when_the_client_goes_away() {
     }
     assert_eq!(c.rt.traps(), 0);
 }
+
+/// A stream that stays open far longer than the call deadline lives on, as
+/// long as it keeps polling the store; the deadline only stops calls that
+/// make no progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_outlives_many_call_deadlines() {
+    let dir = TempDir::new("listen-deadline");
+    let clock = Clock::manual(T0);
+    let mut s = settings(&clock);
+    s.call_deadline = Duration::from_millis(50);
+    let c = Client::new(runtime(dir.path(), s));
+    let task = c.start("slow_compute", json!({"seconds": 60})).await;
+    let mut events = open(&c, json!([task])).await;
+    assert!(events.next().await.is_some(), "acknowledgement");
+    assert_eq!(events.next().await.unwrap()["params"]["status"], "working");
+    // Nothing changes for 1.5 s: about 30 deadlines pass while the stream
+    // waits between polls.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(c.rt.in_flight(), 1, "the stream is still open");
+    c.ok("tasks/cancel", json!({"taskId": task})).await;
+    assert_eq!(events.next().await.unwrap()["params"]["status"], "cancelled");
+    assert_eq!(events.next().await.unwrap()["id"], 77);
+    assert_eq!(events.next().await, None);
+    let stats = c.rt.limit_stats();
+    assert_eq!(c.rt.traps(), 0);
+    assert_eq!(stats.interrupts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(stats.extensions.load(std::sync::atomic::Ordering::SeqCst) > 0, "the deadline was extended");
+}

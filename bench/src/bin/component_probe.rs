@@ -39,9 +39,6 @@ fn main() {
         .collect(),
     );
     settings.guest_stderr = false;
-    if std::env::var_os("NO_FUEL").is_some() {
-        settings.fuel_per_call = u64::MAX;
-    }
     let component = std::env::var_os("COMPONENT_WASM")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {

@@ -301,7 +301,9 @@ fn stored(data: &Path) -> Result<HashMap<String, Value>, String> {
     let mut out = HashMap::new();
     for row in rows {
         let (k, body) = row.map_err(|e| e.to_string())?;
-        out.insert(k, serde_json::from_str(&body).map_err(|e| e.to_string())?);
+        // The stored body is a view line, then the record line.
+        let record = body.split_once('\n').map_or(body.as_str(), |(_, r)| r);
+        out.insert(k, serde_json::from_str(record).map_err(|e| e.to_string())?);
     }
     Ok(out)
 }
@@ -412,14 +414,14 @@ async fn replicas_mode(o: &Opts) -> i32 {
     for (id, steps) in &ids {
         match records.get(id) {
             Some(r) => {
-                if r["record"]["phase"]["status"] != "completed" {
+                if r["phase"]["status"] != "completed" {
                     stranded += 1;
-                    eprintln!("STRANDED: {id}: {}", r["record"]["phase"]["status"]);
-                } else if r["record"]["steps"].as_u64() != Some(*steps) {
+                    eprintln!("STRANDED: {id}: {}", r["phase"]["status"]);
+                } else if r["steps"].as_u64() != Some(*steps) {
                     twice += 1;
                     eprintln!(
                         "STEPS: {id}: {} committed steps, expected {steps}",
-                        r["record"]["steps"]
+                        r["steps"]
                     );
                 }
             }

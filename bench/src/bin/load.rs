@@ -206,32 +206,54 @@ async fn main() {
     } else {
         None
     };
+    let mut args = args;
     if args.prefill > 0 {
+        // Servers whose cost grows with the number of stored tasks may never
+        // get there: prefill stops after PREFILL_LIMIT_S seconds (default
+        // 240) and the run reports how many tasks were stored.
+        let limit = Duration::from_secs(
+            std::env::var("PREFILL_LIMIT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(240),
+        );
         let started = Instant::now();
-        let per = args.prefill.div_ceil(args.concurrency.max(1));
+        let conns = args.concurrency.max(1);
+        let per = args.prefill.div_ceil(conns);
         let mut handles = Vec::new();
-        for _ in 0..args.concurrency.max(1) {
+        for _ in 0..conns {
             let url = args.url.clone();
             let extra = args.headers.clone();
             handles.push(tokio::spawn(async move {
                 let mut c = Conn::open(&url, &extra).await?;
+                let mut made = 0usize;
                 for _ in 0..per {
+                    if started.elapsed() > limit {
+                        break;
+                    }
                     c.call("tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "prefill"}})).await?;
+                    made += 1;
                 }
-                Ok::<(), String>(())
+                Ok::<usize, String>(made)
             }));
         }
+        let mut made = 0;
         for h in handles {
-            if let Ok(Err(e)) = h.await {
-                eprintln!("load: prefill failed: {e}");
-                std::process::exit(1);
+            match h.await {
+                Ok(Ok(n)) => made += n,
+                Ok(Err(e)) => {
+                    eprintln!("load: prefill failed: {e}");
+                    std::process::exit(1);
+                }
+                Err(e) => {
+                    eprintln!("load: prefill failed: {e}");
+                    std::process::exit(1);
+                }
             }
         }
-        eprintln!(
-            "load: prefilled {} tasks in {:.1} s",
-            per * args.concurrency.max(1),
-            started.elapsed().as_secs_f64()
-        );
+        eprintln!("load: prefilled {made} tasks in {:.1} s", started.elapsed().as_secs_f64());
+        if made < per * conns {
+            // Report what the store really holds.
+            args.stored = args.stored.saturating_sub(per * conns - made);
+        }
+        args.prefill = made;
     }
     let args = std::sync::Arc::new(args);
     let started = Instant::now();
@@ -270,7 +292,7 @@ async fn main() {
         "workload": args.workload,
         "concurrency": args.concurrency,
         "prefill": args.prefill,
-        "stored": args.stored.max(args.prefill),
+        "stored": if args.stored > 0 { args.stored } else { args.prefill },
         "seconds": elapsed,
         "requests": n,
         "errors": all.errors,
