@@ -1,7 +1,8 @@
-//! Per-call time of the component's exported HTTP handler inside wasmtime
-//! (pooled instances, as the local host runs them), excluding the time the
-//! guest spends waiting on host store calls (SQLite), which is measured and
-//! subtracted. Needs the release component:
+//! Per-call time of the component's exported handlers inside wasmtime
+//! (pooled instances, as the local host runs them): the `exchange` export
+//! the local host uses for requests, and `wasi:http/incoming-handler`,
+//! excluding the time spent in host store calls (SQLite), which is measured
+//! and subtracted. Needs the release component:
 //! `cargo build --release --target wasm32-wasip2`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -53,6 +54,7 @@ fn req(method: &str, mut params: Value) -> Req {
     }
 }
 
+/// Through `wasi:http/incoming-handler`.
 async fn send(rt: &Arc<Runtime>, r: &Req) -> Value {
     let h: Vec<(&str, &[u8])> = r
         .headers
@@ -65,6 +67,19 @@ async fn send(rt: &Arc<Runtime>, r: &Req) -> Value {
         .unwrap();
     assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     resp.json()
+}
+
+/// Through the `exchange` export (what the local host uses for requests).
+async fn exchange(rt: &Arc<Runtime>, r: &Req) -> Value {
+    let request = runtime::ExchangeRequest {
+        method: "POST".into(),
+        path: "/mcp".into(),
+        headers: r.headers.clone(),
+        body: r.body.clone(),
+    };
+    let resp = rt.exchange(&request).await.unwrap().expect("not a stream");
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    serde_json::from_slice(&resp.body).unwrap()
 }
 
 /// Times `iters` calls, minus the time spent inside host store calls.
@@ -127,7 +142,46 @@ fn benches(c: &mut Criterion) {
         json!({"name": "slow_compute", "arguments": {"seconds": 3600}}),
     );
 
-    let mut group = c.benchmark_group("component (guest time, host store calls excluded)");
+    let mut group = c.benchmark_group("component exchange (host store calls excluded)");
+    group.bench_function("tasks/get", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(guest_time(&rt, iters, async || {
+                exchange(&rt, &get).await;
+            }))
+        })
+    });
+    group.bench_function("server/discover (no store)", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(guest_time(&rt, iters, async || {
+                exchange(&rt, &discover).await;
+            }))
+        })
+    });
+    group.bench_function("tools/call (create task)", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(guest_time(&rt, iters, async || {
+                exchange(&rt, &create).await;
+            }))
+        })
+    });
+    group.bench_function("tasks/update (answer, resumes task)", |b| {
+        b.iter_custom(|iters| {
+            tokio.block_on(async {
+                let mut updates = Vec::new();
+                for _ in 0..iters {
+                    let v = exchange(&rt, &req("tools/call", json!({"name": "confirm_delete", "arguments": {"filename": "f"}}))).await;
+                    let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+                    updates.push(req("tasks/update", json!({"taskId": id, "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": true}}}})));
+                }
+                rt.tick(runtime::Clock::System.now_ms() + 1).await.unwrap();
+                let mut it = updates.iter();
+                guest_time(&rt, iters, async || { exchange(&rt, it.next().unwrap()).await; }).await
+            })
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("component wasi:http (host store calls excluded)");
     group.bench_function("tasks/get", |b| {
         b.iter_custom(|iters| {
             tokio.block_on(guest_time(&rt, iters, async || {

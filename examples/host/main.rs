@@ -11,7 +11,10 @@
 //! the runner. Every `MCP_*` variable of this process is passed to the
 //! component. Options: `--component PATH` (default: the release build, or
 //! `$COMPONENT_WASM`), `--instances pooled|fresh` (default pooled),
-//! `--no-tick` (serve only; another host ticks), `--constant` (answer every
+//! `--no-tick` (serve only; another host ticks), `--http exchange|wasi`
+//! (default exchange: requests are one call to the component's `exchange`
+//! export and streams go through `wasi:http/incoming-handler`; wasi sends
+//! everything through `wasi:http`), `--constant` (answer every
 //! request with a fixed result, without the component: the HTTP stack's own
 //! cost, for benchmarks), `--sync full|normal` (default full: every commit
 //! is fsynced; normal survives the process being killed but not a power
@@ -65,11 +68,19 @@ fn parse_args() -> Result<Args> {
             }
             "--no-tick" => args.tick = false,
             "--constant" => args.mode = serve::Mode::Constant,
+            "--http" => {
+                args.mode = match value("--http")?.as_str() {
+                    "exchange" => serve::Mode::Component,
+                    "wasi" => serve::Mode::WasiHttp,
+                    other => bail!("--http takes exchange or wasi, not {other:?}"),
+                }
+            }
             "--sync" => args.sync = value("--sync")?.parse().map_err(anyhow::Error::msg)?,
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
-                     [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal]"
+                     [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
+                     [--http exchange|wasi]"
                 );
                 std::process::exit(0);
             }

@@ -49,6 +49,9 @@ mod bindings {
     });
 }
 
+pub use bindings::exports::mcp::tasks_edge::exchange::{
+    Request as ExchangeRequest, Response as ExchangeResponse,
+};
 use bindings::mcp::tasks_edge::store as wit_store;
 
 /// Where the component is, unless `COMPONENT_WASM` says otherwise.
@@ -504,10 +507,20 @@ impl Runtime {
             let now = state.progress.load(Ordering::Relaxed);
             if now != state.progress_seen {
                 state.progress_seen = now;
-                state.limits.stats.extensions.fetch_add(1, Ordering::Relaxed);
-                Ok(wasmtime::UpdateDeadline::Continue(state.deadline_ticks.max(1)))
+                state
+                    .limits
+                    .stats
+                    .extensions
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(wasmtime::UpdateDeadline::Continue(
+                    state.deadline_ticks.max(1),
+                ))
             } else {
-                state.limits.stats.interrupts.fetch_add(1, Ordering::Relaxed);
+                state
+                    .limits
+                    .stats
+                    .interrupts
+                    .fetch_add(1, Ordering::Relaxed);
                 Ok(wasmtime::UpdateDeadline::Interrupt)
             }
         });
@@ -531,7 +544,9 @@ impl Runtime {
         };
         let state = instance.store.data_mut();
         state.progress_seen = state.progress.load(Ordering::Relaxed);
-        instance.store.set_epoch_deadline(ticks(self.settings.call_deadline));
+        instance
+            .store
+            .set_epoch_deadline(ticks(self.settings.call_deadline));
         Ok(instance)
     }
 
@@ -589,6 +604,27 @@ impl Runtime {
             Ok(r) => {
                 self.release(i);
                 Ok(r)
+            }
+            Err(e) => Err(self.trapped(e)),
+        }
+    }
+
+    /// Serves one request through the `exchange` export: one call, the whole
+    /// body in and out. `None` when the answer is a stream (serve it through
+    /// [`Runtime::handle`] instead).
+    pub async fn exchange(&self, request: &ExchangeRequest) -> Result<Option<ExchangeResponse>> {
+        let mut i = self.acquire().await?;
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = i
+            .server
+            .mcp_tasks_edge_exchange()
+            .call_handle(&mut i.store, request)
+            .await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        match result {
+            Ok(response) => {
+                self.release(i);
+                Ok(response)
             }
             Err(e) => Err(self.trapped(e)),
         }

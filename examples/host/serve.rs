@@ -58,8 +58,11 @@ impl Drop for Running {
 /// What the listener answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// The component.
+    /// The component: requests through its `exchange` export (one call,
+    /// the whole body), streams through `wasi:http/incoming-handler`.
     Component,
+    /// The component, every request through `wasi:http/incoming-handler`.
+    WasiHttp,
     /// A fixed JSON-RPC result, without the component or the store: the
     /// cost of the HTTP stack alone, for benchmarks.
     Constant,
@@ -119,7 +122,8 @@ async fn accept_loop(
                 let (runtime, wake) = (runtime.clone(), wake.clone());
                 async move {
                     match mode {
-                        Mode::Component => serve_one(runtime, wake, req).await,
+                        Mode::Component => serve_one(runtime, wake, req, true).await,
+                        Mode::WasiHttp => serve_one(runtime, wake, req, false).await,
                         Mode::Constant => Ok(constant(req).await),
                     }
                 }
@@ -176,10 +180,56 @@ fn may_wake(req: &Request<Incoming>) -> bool {
         .is_some_and(|m| matches!(m.trim(), "tools/call" | "tasks/update" | "tasks/cancel"))
 }
 
+/// The most request body the host reads for an `exchange` call. Beyond the
+/// component's own limit (1 MiB by default) the component answers 413, so
+/// reading more than this serves no purpose.
+pub const MAX_EXCHANGE_BODY: usize = 4 * 1024 * 1024;
+
+/// Reads at most `cap` bytes of `body` (and at least one byte more than
+/// `cap` if there is that much, so the component can tell).
+async fn read_capped(mut body: Incoming, cap: usize) -> Result<Bytes, hyper::Error> {
+    let mut buf = Vec::new();
+    while buf.len() <= cap {
+        match body.frame().await {
+            None => break,
+            Some(frame) => {
+                if let Ok(data) = frame?.into_data() {
+                    buf.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+fn plain(
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> Response<HyperOutgoingBody> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
+            .boxed_unsync(),
+    );
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in headers {
+        if let (Ok(n), Ok(v)) = (
+            hyper::header::HeaderName::from_bytes(name.as_bytes()),
+            hyper::header::HeaderValue::from_str(&value),
+        ) {
+            resp.headers_mut().append(n, v);
+        }
+    }
+    resp
+}
+
 async fn serve_one(
     runtime: Arc<Runtime>,
     wake: Arc<Notify>,
     req: Request<Incoming>,
+    exchange: bool,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
     let wakes = may_wake(&req);
     // wasi:http needs the request's authority; without a usable Host header
@@ -195,6 +245,59 @@ async fn serve_one(
             "Invalid Request: a valid Host header is required.",
         ));
     }
+    // Streams (`subscriptions/listen`) go through wasi:http; everything else
+    // is one `exchange` call.
+    let listen = req
+        .headers()
+        .get("mcp-method")
+        .is_some_and(|m| m.as_bytes().trim_ascii() == b"subscriptions/listen");
+    let req = if exchange && !listen {
+        let (parts, body) = req.into_parts();
+        let body = match read_capped(body, MAX_EXCHANGE_BODY).await {
+            Ok(b) => b,
+            Err(_) => {
+                return Ok(json_error(
+                    400,
+                    -32600,
+                    "Invalid Request: the body could not be read.",
+                ));
+            }
+        };
+        let request = crate::runtime::ExchangeRequest {
+            method: parts.method.as_str().to_owned(),
+            path: parts.uri.path().to_owned(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: body.to_vec(),
+        };
+        match runtime.exchange(&request).await {
+            Ok(Some(resp)) => {
+                if wakes {
+                    wake.notify_one();
+                }
+                return Ok(plain(resp.status, resp.headers, resp.body));
+            }
+            // A stream after all: serve the same request through wasi:http.
+            Ok(None) => Request::from_parts(
+                parts,
+                Full::new(body).map_err(|e: Infallible| match e {}).boxed(),
+            ),
+            Err(e) => {
+                eprintln!("host: the component failed a request: {e:#}");
+                return Ok(json_error(500, -32603, "Internal error."));
+            }
+        }
+    } else {
+        req.map(|b| b.boxed())
+    };
     match runtime.handle(req).await {
         Ok(resp) => {
             // The component has answered, so whatever it stored is committed.

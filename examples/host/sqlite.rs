@@ -143,18 +143,17 @@ impl SqliteStore {
 
     pub fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         self.with(|c| {
+            // Every statement is prepared once per connection and reused.
             let row = c
-                .query_row(
-                    "SELECT version, body, due_at FROM entries WHERE key = ?1",
-                    [key],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, Option<i64>>(2)?,
-                        ))
-                    },
-                )
+                .prepare_cached("SELECT version, body, due_at FROM entries WHERE key = ?1")
+                .map_err(unavailable)?
+                .query_row([key], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                    ))
+                })
                 .optional()
                 .map_err(unavailable)?;
             row.map(|(version, body, due_at)| {
@@ -185,20 +184,21 @@ impl SqliteStore {
             }
             let version = match expected {
                 None => {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3)",
-                        params![key, body, due_at],
                     )
+                    .and_then(|mut s| s.execute(params![key, body, due_at]))
                     .map_err(unavailable)?;
                     1
                 }
                 Some(v) => {
+                    let (from, to) = (to_sql(v)?, to_sql(v + 1)?);
                     let changed = tx
-                        .execute(
+                        .prepare_cached(
                             "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
                              WHERE key = ?1 AND version = ?2",
-                            params![key, to_sql(v)?, to_sql(v + 1)?, body, due_at],
                         )
+                        .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
                         .map_err(unavailable)?;
                     if changed != 1 {
                         return Err(StoreError::Conflict {
@@ -218,11 +218,10 @@ impl SqliteStore {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(unavailable)?;
+            let expected = to_sql(expected)?;
             let changed = tx
-                .execute(
-                    "DELETE FROM entries WHERE key = ?1 AND version = ?2",
-                    params![key, to_sql(expected)?],
-                )
+                .prepare_cached("DELETE FROM entries WHERE key = ?1 AND version = ?2")
+                .and_then(|mut s| s.execute(params![key, expected]))
                 .map_err(unavailable)?;
             if changed != 1 {
                 return Err(StoreError::Conflict {
@@ -250,24 +249,20 @@ impl SqliteStore {
 
     pub fn next_due(&self) -> Result<Option<i64>, StoreError> {
         self.with(|c| {
-            c.query_row(
-                "SELECT MIN(due_at) FROM entries WHERE due_at IS NOT NULL",
-                [],
-                |r| r.get::<_, Option<i64>>(0),
-            )
-            .map_err(unavailable)
+            c.prepare_cached("SELECT MIN(due_at) FROM entries WHERE due_at IS NOT NULL")
+                .and_then(|mut s| s.query_row([], |r| r.get::<_, Option<i64>>(0)))
+                .map_err(unavailable)
         })
     }
 }
 
 fn current_version(c: &Connection, key: &str) -> Result<Option<Version>, StoreError> {
-    c.query_row("SELECT version FROM entries WHERE key = ?1", [key], |r| {
-        r.get::<_, i64>(0)
-    })
-    .optional()
-    .map_err(unavailable)?
-    .map(version_of)
-    .transpose()
+    c.prepare_cached("SELECT version FROM entries WHERE key = ?1")
+        .and_then(|mut s| s.query_row([key], |r| r.get::<_, i64>(0)))
+        .optional()
+        .map_err(unavailable)?
+        .map(version_of)
+        .transpose()
 }
 
 /// The core trait over the same operations, so the contract suite can also

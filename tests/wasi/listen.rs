@@ -145,11 +145,20 @@ async fn an_idle_stream_outlives_many_call_deadlines() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(c.rt.in_flight(), 1, "the stream is still open");
     c.ok("tasks/cancel", json!({"taskId": task})).await;
-    assert_eq!(events.next().await.unwrap()["params"]["status"], "cancelled");
+    assert_eq!(
+        events.next().await.unwrap()["params"]["status"],
+        "cancelled"
+    );
     assert_eq!(events.next().await.unwrap()["id"], 77);
     assert_eq!(events.next().await, None);
     let stats = c.rt.limit_stats();
     assert_eq!(c.rt.traps(), 0);
-    assert_eq!(stats.interrupts.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert!(stats.extensions.load(std::sync::atomic::Ordering::SeqCst) > 0, "the deadline was extended");
+    assert_eq!(
+        stats.interrupts.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert!(
+        stats.extensions.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the deadline was extended"
+    );
 }

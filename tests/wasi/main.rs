@@ -19,6 +19,7 @@ mod sqlite;
 
 mod config;
 mod contract;
+mod exchange;
 mod hostile;
 mod limits;
 mod listen;

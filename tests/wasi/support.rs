@@ -186,10 +186,39 @@ pub async fn raw(
         .unwrap_or_else(|e| panic!("{method} {path}: the component failed: {e:#}"))
 }
 
+/// Sends raw bytes to `/mcp` through the `exchange` export; `None` when the
+/// component says the answer is a stream.
+pub async fn exchange_raw(
+    rt: &Arc<Runtime>,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    let request = crate::runtime::ExchangeRequest {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        headers: headers.to_vec(),
+        body,
+    };
+    rt.exchange(&request)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: the component failed: {e:#}"))
+        .map(|r| (r.status, r.headers, r.body))
+}
+
+/// Which export a client goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    WasiHttp,
+    Exchange,
+}
+
 /// A client of one runtime.
 pub struct Client {
     pub rt: Arc<Runtime>,
     next_id: AtomicI64,
+    pub via: Via,
 }
 
 impl Client {
@@ -197,18 +226,31 @@ impl Client {
         Client {
             rt,
             next_id: AtomicI64::new(1),
+            via: Via::WasiHttp,
         }
+    }
+
+    pub fn via(mut self, via: Via) -> Self {
+        self.via = via;
+        self
     }
 
     /// POSTs a JSON-RPC message with the standard headers.
     pub async fn post(&self, msg: &Value) -> (u16, Value) {
-        let resp = post_raw(
-            &self.rt,
-            &standard_headers(msg),
-            serde_json::to_vec(msg).unwrap(),
-        )
-        .await;
-        (resp.status, resp.json())
+        let headers = standard_headers(msg);
+        let body = serde_json::to_vec(msg).unwrap();
+        match self.via {
+            Via::WasiHttp => {
+                let resp = post_raw(&self.rt, &headers, body).await;
+                (resp.status, resp.json())
+            }
+            Via::Exchange => {
+                let (status, _, body) = exchange_raw(&self.rt, "POST", "/mcp", &headers, body)
+                    .await
+                    .expect("not a stream");
+                (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+            }
+        }
     }
 
     pub async fn send(&self, method: &str, mut params: Value) -> (u16, Value) {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::runtime::{Clock, Runtime};
 use crate::sqlite::SqliteStore;
-use crate::support::{Client, T0, TempDir, fresh_engine, runtime, settings};
+use crate::support::{Client, T0, TempDir, Via, fresh_engine, runtime, settings};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -32,11 +32,20 @@ fn is_task_id(id: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_transcript_through_the_component() {
+async fn seed_transcript_through_wasi_http() {
+    seed_transcript(Via::WasiHttp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_transcript_through_the_exchange_export() {
+    seed_transcript(Via::Exchange).await;
+}
+
+async fn seed_transcript(via: Via) {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap();
     let dir = TempDir::new("transcript");
     let clock = Clock::manual(T0);
-    let mut client = Client::new(runtime(dir.path(), settings(&clock)));
+    let mut client = Client::new(runtime(dir.path(), settings(&clock))).via(via);
     // (golden id, actual id), fixed by the first task the component creates.
     let mut ids: Option<(String, String)> = None;
     let mut requests = 0;
@@ -47,7 +56,7 @@ async fn seed_transcript_through_the_component() {
             let (engine, component) = fresh_engine();
             let store = std::sync::Arc::new(SqliteStore::open(dir.path()).unwrap());
             let rt = Runtime::from_component(&engine, &component, store, settings(&clock)).unwrap();
-            client = Client::new(rt);
+            client = Client::new(rt).via(via);
             continue;
         }
         clock.set(T0 + step["at"].as_i64().unwrap());

@@ -132,7 +132,29 @@ fn main() {
             let total = t.elapsed().as_nanos() as f64;
             let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
             println!(
-                "{name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
+                "wasi:http  {name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
+                (total - store) / f64::from(n) / 1000.0,
+                store / f64::from(n) / 1000.0
+            );
+            // The same request through the `exchange` export.
+            let request = runtime::ExchangeRequest {
+                method: method.to_owned(),
+                path: path.to_string(),
+                headers: hs.clone(),
+                body: b.clone(),
+            };
+            for _ in 0..200 {
+                rt.exchange(&request).await.expect("warm");
+            }
+            let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+            let t = Instant::now();
+            for _ in 0..n {
+                rt.exchange(&request).await.expect("call");
+            }
+            let total = t.elapsed().as_nanos() as f64;
+            let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+            println!(
+                "exchange   {name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
                 (total - store) / f64::from(n) / 1000.0,
                 store / f64::from(n) / 1000.0
             );

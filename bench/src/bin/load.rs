@@ -212,7 +212,10 @@ async fn main() {
         // get there: prefill stops after PREFILL_LIMIT_S seconds (default
         // 240) and the run reports how many tasks were stored.
         let limit = Duration::from_secs(
-            std::env::var("PREFILL_LIMIT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(240),
+            std::env::var("PREFILL_LIMIT_S")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(240),
         );
         let started = Instant::now();
         let conns = args.concurrency.max(1);
@@ -248,7 +251,10 @@ async fn main() {
                 }
             }
         }
-        eprintln!("load: prefilled {made} tasks in {:.1} s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "load: prefilled {made} tasks in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         if made < per * conns {
             // Report what the store really holds.
             args.stored = args.stored.saturating_sub(per * conns - made);

@@ -13,7 +13,7 @@ use wasip2::io::streams::{OutputStream, StreamError};
 
 use super::bindings::exports::wasi::http::incoming_handler::Guest;
 use super::store::HostStore;
-use super::{Component, now_ms, with_server};
+use super::{Component, misconfigured, now_ms, with_server};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest, HttpResponse, Next};
 use crate::protocol::jsonrpc::error_bytes;
@@ -28,10 +28,7 @@ impl Guest for Component {
             Ok(server) => serve(server, request, response_out),
             Err(_) => {
                 drop(request);
-                let error = RpcError::internal(
-                    "The server is not configured correctly, so it serves no requests; see its log.",
-                );
-                respond(response_out, json(503, error_bytes(None, &error)), None);
+                respond(response_out, misconfigured(), None);
             }
         });
     }

@@ -1,6 +1,8 @@
 //! The WASI Preview 2 component (world `server` in `wit/world.wit`).
 //!
 //! - `wasi:http/incoming-handler`: the MCP endpoint, through [`crate::http`].
+//! - `exchange.handle`: the same endpoint as one function call, for hosts
+//!   that embed the component (no streams).
 //! - `runner.tick(now-ms)`: advances due work ([`crate::server::Server::tick`]).
 //! - `diagnostics.run-store-contract`: the core's store contract suite run
 //!   against the host store, through the component boundary.
@@ -11,6 +13,7 @@
 //! invalid, every request is answered 503 with a JSON-RPC error and the
 //! reason goes to stderr. Only this module names generated types.
 
+mod exchange;
 mod handler;
 mod store;
 
@@ -71,6 +74,14 @@ fn with_server<R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
         Ok(server) => f(Ok(server)),
         Err(why) => f(Err(why.as_str())),
     })
+}
+
+/// The answer to every request when the settings are invalid.
+fn misconfigured() -> crate::http::HttpResponse {
+    let error = crate::error::RpcError::internal(
+        "The server is not configured correctly, so it serves no requests; see its log.",
+    );
+    crate::http::HttpResponse::json(503, crate::protocol::jsonrpc::error_bytes(None, &error))
 }
 
 /// The wall clock in milliseconds since the epoch.

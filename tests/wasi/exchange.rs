@@ -1,0 +1,124 @@
+//! The `exchange` export answers exactly like `wasi:http/incoming-handler`:
+//! the same status, content type and bytes for the same request (normal and
+//! hostile ones that change nothing), and `none` for a stream.
+
+use serde_json::json;
+
+use crate::runtime::Clock;
+use crate::support::{
+    T0, TempDir, caps, exchange_raw, meta, raw, runtime, settings, standard_headers,
+};
+
+/// (method, path, headers, body)
+type Case<'a> = (&'a str, &'a str, Vec<(String, String)>, Vec<u8>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exchange_and_wasi_http_answer_alike() {
+    let dir = TempDir::new("exchange");
+    let rt = runtime(dir.path(), settings(&Clock::manual(T0)));
+    let msg = |id: i64, method: &str, mut params: serde_json::Value| {
+        params["_meta"] = meta(caps());
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    };
+    // A task to read.
+    let create = msg(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+    );
+    let created = raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &standard_headers(&create),
+        serde_json::to_vec(&create).unwrap(),
+    )
+    .await;
+    let task = created.json()["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let good = |m: &serde_json::Value| (standard_headers(m), serde_json::to_vec(m).unwrap());
+    let mut cases: Vec<Case<'_>> = Vec::new();
+    for m in [
+        msg(2, "server/discover", json!({})),
+        msg(3, "tools/list", json!({})),
+        msg(4, "tasks/get", json!({"taskId": task})),
+        msg(5, "tasks/get", json!({"taskId": "tsk_unknown"})),
+        msg(
+            6,
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "x"}}),
+        ),
+        msg(8, "no/such/method", json!({})),
+        msg(9, "tools/call", json!({"name": "greet", "arguments": {}})),
+    ] {
+        let (h, b) = good(&m);
+        cases.push(("POST", "/mcp", h, b));
+    }
+    let (h, _) = good(&msg(10, "tools/list", json!({})));
+    cases.push(("POST", "/mcp", h.clone(), b"{".to_vec()));
+    cases.push(("POST", "/mcp", h.clone(), b"\xff\xfe".to_vec()));
+    cases.push(("POST", "/mcp", h.clone(), b"[1,2]".to_vec()));
+    cases.push(("POST", "/mcp", h.clone(), vec![b' '; 1024 * 1024 + 1]));
+    cases.push(("GET", "/mcp", h.clone(), Vec::new()));
+    cases.push(("POST", "/elsewhere", h.clone(), Vec::new()));
+    let mut wrong = h.clone();
+    wrong.retain(|(k, _)| k != "mcp-method");
+    cases.push((
+        "POST",
+        "/mcp",
+        wrong,
+        serde_json::to_vec(&msg(11, "tools/list", json!({}))).unwrap(),
+    ));
+    let mut evil = h;
+    evil.push(("origin".into(), "http://evil.example.com".into()));
+    cases.push((
+        "POST",
+        "/mcp",
+        evil,
+        serde_json::to_vec(&msg(12, "tools/list", json!({}))).unwrap(),
+    ));
+
+    for (method, path, headers, body) in cases {
+        let a = raw(&rt, method, path, &headers, body.clone()).await;
+        let (status, out_headers, out_body) = exchange_raw(&rt, method, path, &headers, body)
+            .await
+            .expect("not a stream");
+        let ct = |hs: &[(String, String)]| {
+            hs.iter()
+                .find(|(k, _)| k == "content-type")
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(status, a.status, "{method} {path}");
+        assert_eq!(
+            ct(&out_headers).as_deref(),
+            a.header("content-type"),
+            "{method} {path}"
+        );
+        assert_eq!(
+            out_body,
+            a.body.to_vec(),
+            "{method} {path}: {}",
+            String::from_utf8_lossy(&out_body)
+        );
+    }
+
+    // A stream: the exchange declines, with no effect.
+    let listen = msg(
+        13,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [task]}}),
+    );
+    let got = exchange_raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &standard_headers(&listen),
+        serde_json::to_vec(&listen).unwrap(),
+    )
+    .await;
+    assert!(got.is_none());
+    assert_eq!(rt.traps(), 0);
+}
