@@ -88,11 +88,15 @@ launch() { # name
     ours-wasi-normal) start ours-wasi-normal 18790 env "${OURS_ENV[@]}" "$HOST" --port 18790 --data "$WORK/wasi-normal" --sync normal ;;
     ours-const) start ours-const 18789 env "${OURS_ENV[@]}" "$HOST" --port 18789 --data "$WORK/const" --constant ;;
     ours-worker)
+      # The bundle with the conformance tools (slow_compute) that the
+      # workerd end-to-end tests use; same Worker otherwise.
       # shellcheck source=scripts/cf-env.sh
       source scripts/cf-env.sh && cf_ensure_tools
+      worker-build --profile worker --out-dir build-e2e --features test-hooks >"$WORK/worker-build.log" 2>&1
       local vars=()
       for kv in "${OURS_ENV[@]}"; do vars+=(--var "${kv/=/:}"); done
-      start ours-worker 18787 wrangler dev --ip 127.0.0.1 --port 18787 --persist-to "$WORK/wrangler" "${vars[@]}" ;;
+      start ours-worker 18787 wrangler dev --config tests/workerd/wrangler.toml --ip 127.0.0.1 --port 18787 \
+        --persist-to "$WORK/wrangler" "${vars[@]}" ;;
     rmcp) start rmcp 18081 env OUTLINE_MS=0 JSON_RESPONSE=0 TCP_NODELAY=0 TASK_TTL_MS=3600000 "$RMCP" 18081 ;;
     rmcp-tuned) start rmcp-tuned 18082 env OUTLINE_MS=0 JSON_RESPONSE=1 TCP_NODELAY=1 TASK_TTL_MS=3600000 "$RMCP" 18082 ;;
     fastmcp) start fastmcp 18083 env OUTLINE_MS=0 bench/.venv/bin/python bench/peers/fastmcp_server.py 18083 ;;

@@ -21,7 +21,7 @@ build() { # out-dir, extra cargo args...
   echo "figure: worker-build $out took $((SECONDS - t0)) s"
 }
 mkdir -p .wrangler
-build build
+build build --no-default-features
 build build-e2e --features test-hooks
 rm -f build.build.log build-e2e.build.log
 

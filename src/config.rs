@@ -178,6 +178,11 @@ impl Config {
                 .transpose()
         };
         if let Some(t) = get("MCP_TOOLS") {
+            if !cfg!(feature = "conformance-tools") && t != "demo" {
+                return Err(ConfigError(
+                    "MCP_TOOLS: this build has no conformance tools (feature conformance-tools); use demo".into(),
+                ));
+            }
             c.tools = ToolSelection::parse(&t)
                 .ok_or_else(|| ConfigError("MCP_TOOLS must be demo, conformance or all".into()))?;
         }
@@ -251,7 +256,7 @@ mod tests {
     #[test]
     fn reads_settings() {
         let c = Config::from_env(env(&[
-            ("MCP_TOOLS", "all"),
+            ("MCP_TOOLS", if cfg!(feature = "conformance-tools") { "all" } else { "demo" }),
             ("MCP_STATE_SECRET", "0123456789abcdef"),
             ("MCP_TASK_TTL_MS", "60000"),
             (
@@ -262,7 +267,8 @@ mod tests {
             ("MCP_INSECURE_PRINCIPAL", "dev/me"),
         ]))
         .unwrap();
-        assert_eq!(c.tools, ToolSelection::All);
+        let want = if cfg!(feature = "conformance-tools") { ToolSelection::All } else { ToolSelection::Demo };
+        assert_eq!(c.tools, want);
         assert_eq!(c.task_ttl_ms, 60_000);
         assert_eq!(
             c.allowed_origins,

@@ -7,6 +7,7 @@
 //! what happens next ([`StepOutcome`]), and the runner persists it.
 
 mod demo;
+#[cfg(feature = "conformance-tools")]
 mod fixtures;
 
 use std::collections::BTreeMap;
@@ -234,6 +235,7 @@ impl ToolSet {
     pub fn with_outline(selection: ToolSelection, outline_ms: u64) -> Self {
         let mut list: Vec<Box<dyn Tool>> = Vec::new();
         if matches!(selection, ToolSelection::Conformance | ToolSelection::All) {
+            #[cfg(feature = "conformance-tools")]
             list.extend(fixtures::all());
         }
         if matches!(selection, ToolSelection::Demo | ToolSelection::All) {
@@ -289,6 +291,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "conformance-tools")]
     fn every_tool_has_a_valid_object_schema() {
         let set = ToolSet::new(ToolSelection::All);
         let names: Vec<_> = set.descriptors().iter().map(|d| d.name).collect();
