@@ -27,7 +27,8 @@ run() { # name, command...
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 run "format" cargo fmt --check
-run "clippy" cargo clippy --all-targets --locked -- -D warnings
+run "clippy" bash -c 'cargo clippy --all-targets --locked -- -D warnings &&
+  cargo clippy --all-targets --locked --no-default-features -- -D warnings'
 run "clippy (wasi component)" cargo clippy --release --target wasm32-wasip2 --locked -- -D warnings
 run "core tests" cargo test --locked --lib --examples --test core
 # The wasi tests load the release component; build it first (never from
@@ -42,7 +43,7 @@ run "conformance (wasi host)" bash scripts/conformance.sh
 # Installs the pinned Worker toolchain if missing (scripts/cf-env.sh), lints
 # the wasm32-unknown-unknown build, builds the bundles and runs the workerd
 # end-to-end tests (scripts/workerd-e2e.sh, tests/workerd/e2e.mjs).
-run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_tools && cargo clippy --target wasm32-unknown-unknown --locked -- -D warnings && cargo clippy --target wasm32-unknown-unknown --locked --features test-hooks -- -D warnings'
+run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_tools && cargo clippy --target wasm32-unknown-unknown --locked --no-default-features -- -D warnings && cargo clippy --target wasm32-unknown-unknown --locked --features test-hooks -- -D warnings'
 run "workerd e2e" bash scripts/workerd-e2e.sh
 # --- end Cloudflare Worker --------------------------------------------------
 

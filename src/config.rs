@@ -256,7 +256,14 @@ mod tests {
     #[test]
     fn reads_settings() {
         let c = Config::from_env(env(&[
-            ("MCP_TOOLS", if cfg!(feature = "conformance-tools") { "all" } else { "demo" }),
+            (
+                "MCP_TOOLS",
+                if cfg!(feature = "conformance-tools") {
+                    "all"
+                } else {
+                    "demo"
+                },
+            ),
             ("MCP_STATE_SECRET", "0123456789abcdef"),
             ("MCP_TASK_TTL_MS", "60000"),
             (
@@ -267,7 +274,11 @@ mod tests {
             ("MCP_INSECURE_PRINCIPAL", "dev/me"),
         ]))
         .unwrap();
-        let want = if cfg!(feature = "conformance-tools") { ToolSelection::All } else { ToolSelection::Demo };
+        let want = if cfg!(feature = "conformance-tools") {
+            ToolSelection::All
+        } else {
+            ToolSelection::Demo
+        };
         assert_eq!(c.tools, want);
         assert_eq!(c.task_ttl_ms, 60_000);
         assert_eq!(

@@ -291,19 +291,26 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg(feature = "conformance-tools")]
     fn every_tool_has_a_valid_object_schema() {
-        let set = ToolSet::new(ToolSelection::All);
+        let selection = if cfg!(feature = "conformance-tools") {
+            ToolSelection::All
+        } else {
+            ToolSelection::Demo
+        };
+        let set = ToolSet::new(selection);
         let names: Vec<_> = set.descriptors().iter().map(|d| d.name).collect();
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "names are unique");
-        assert_eq!(
-            names[0], "greet",
-            "a tool that answers any call comes first"
-        );
-        assert_eq!(names.len(), 11);
+        assert!(!names.is_empty());
+        if cfg!(feature = "conformance-tools") {
+            assert_eq!(
+                names[0], "greet",
+                "a tool that answers any call comes first"
+            );
+            assert_eq!(names.len(), 11);
+        }
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

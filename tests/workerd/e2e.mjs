@@ -351,6 +351,13 @@ async function conformance() {
   }
 }
 
+// A stored task is two lines of JSON: the reader's view, then the record.
+function storedTask(body) {
+  const newline = body.indexOf('\n');
+  check(newline > 0, `a stored task has a view line: ${body.slice(0, 80)}`);
+  return { view: JSON.parse(body.slice(0, newline)), record: JSON.parse(body.slice(newline + 1)) };
+}
+
 async function kvCache() {
   await test('KV mode: terminal records are cached (working ones never), with the task expiry', async () => {
     const taskId = await startTask('slow_compute', { seconds: 1, label: 'cached' });
@@ -367,8 +374,9 @@ async function kvCache() {
     }
     check(cached.value !== null, 'the terminal record was never cached');
     const entry = JSON.parse(cached.value);
-    const record = JSON.parse(entry.body);
-    check(record.id === taskId && record.phase.status === 'completed' && Number.isInteger(entry.version),
+    const { view, record } = storedTask(entry.body);
+    check(record.id === taskId && record.phase.status === 'completed' && view.status === 'completed'
+      && view.snapshot.taskId === taskId && Number.isInteger(entry.version),
       `cached entry ${cached.value.slice(0, 200)}`);
     const expiresAt = Date.parse(done.createdAt) + done.ttlMs;
     check(cached.expiration === Math.floor(expiresAt / 1000) + 1,
@@ -404,15 +412,20 @@ async function kvCache() {
     check(cached.value !== null, 'not cached');
     const entry = JSON.parse(cached.value);
     const plant = async (id, edit) => {
-      const record = JSON.parse(entry.body);
+      const { view, record } = storedTask(entry.body);
       record.id = id;
-      edit(record);
-      await hook('kv', { action: 'put', key: `task:${id}`, value: JSON.stringify({ ...entry, body: JSON.stringify(record) }) });
+      view.snapshot.taskId = id;
+      edit(view, record);
+      const body = `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
+      await hook('kv', { action: 'put', key: `task:${id}`, value: JSON.stringify({ ...entry, body }) });
     };
     const foreign = `tsk_foreign${crypto.randomBytes(6).toString('hex')}`;
-    await plant(foreign, (r) => (r.owner = { tenant: 'e2e', principal: 'someone-else' }));
+    await plant(foreign, (v, r) => (v.owner = r.owner = { tenant: 'e2e', principal: 'someone-else' }));
     const expired = `tsk_expired${crypto.randomBytes(6).toString('hex')}`;
-    await plant(expired, (r) => (r.created_at = r.created_at - r.ttl_ms - 1000));
+    await plant(expired, (v, r) => {
+      r.created_at = r.created_at - r.ttl_ms - 1000;
+      v.expires_at = r.created_at + r.ttl_ms;
+    });
     const unknown = await call('tasks/get', { taskId: 'tsk_never_existed' });
     for (const id of [foreign, expired]) {
       const r = await call('tasks/get', { taskId: id });

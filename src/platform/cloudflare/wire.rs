@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Entry, StoreError, Version};
-use crate::tasks::record::TaskRecord;
 use crate::tasks::runner::TickReport;
 use crate::time::Millis;
 
@@ -223,6 +222,7 @@ pub fn from_cache(value: &str) -> Option<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::record::TaskRecord;
     use serde_json::json;
 
     #[test]
@@ -307,9 +307,10 @@ mod tests {
             "lease": null,
             "steps": 1
         });
+        let record: TaskRecord = serde_json::from_value(body).expect("fixture decodes");
         Entry {
             version: 3,
-            body: body.to_string(),
+            body: crate::tasks::encode(&record, &json!({"name": "t"})).expect("encodes"),
             due_at: Some(created_at + 3_600_000),
         }
     }
@@ -318,7 +319,6 @@ mod tests {
     fn only_terminal_records_are_cached_until_they_expire() {
         let now = 1_800_000_000_000;
         let done = record("cancelled", now - 1_000);
-        serde_json::from_str::<TaskRecord>(&done.body).expect("fixture decodes");
         let (value, exp) = cacheable("tsk_1", &done, now).expect("terminal is cacheable");
         assert_eq!(exp, ((now - 1_000 + 3_600_000) / 1000 + 1) as u64);
         assert_eq!(from_cache(&value), Some(done.clone()));
@@ -328,7 +328,6 @@ mod tests {
         );
 
         let working = record("working", now - 1_000);
-        serde_json::from_str::<TaskRecord>(&working.body).expect("fixture decodes");
         assert!(cacheable("tsk_1", &working, now).is_none());
 
         let nearly_expired = record("cancelled", now - 3_590_000);
