@@ -145,8 +145,12 @@ fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBo
         "error": {"code": code, "message": message},
     })
     .to_string();
+    json_response(status, Bytes::from(body))
+}
+
+fn json_response(status: u16, body: Bytes) -> Response<HyperOutgoingBody> {
     let mut resp = Response::new(
-        Full::new(Bytes::from(body))
+        Full::new(body)
             .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
             .boxed_unsync(),
     );
@@ -163,13 +167,10 @@ fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBo
 /// and a fixed result returned.
 async fn constant(req: Request<Incoming>) -> Response<HyperOutgoingBody> {
     let _ = req.into_body().collect().await;
-    let mut resp = json_error(200, 0, "");
-    *resp.body_mut() = Full::new(Bytes::from_static(
-        br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#,
-    ))
-    .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
-    .boxed_unsync();
-    resp
+    json_response(
+        200,
+        Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}}"#),
+    )
 }
 
 /// Whether a request may have made work due now, so the ticker should run.

@@ -212,6 +212,20 @@ pub fn result_bytes<T: Serialize>(id: &Id, result: &T) -> Vec<u8> {
     })
 }
 
+/// Appends the members of `object` (the JSON text of an object, such as a
+/// stored task snapshot) to an object being written into `out`, after a
+/// comma, without parsing them again. An empty object adds nothing.
+pub fn append_members(out: &mut Vec<u8>, object: &str) {
+    let members = object
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .unwrap_or("");
+    if !members.trim().is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members.as_bytes());
+    }
+}
+
 /// Serialises an error response; `id: None` writes `"id": null`.
 pub fn error_bytes(id: Option<&Id>, error: &RpcError) -> Vec<u8> {
     to_bytes(&ErrorResponse {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::record::Owner;
 use super::{load, load_view};
 use crate::error::RpcError;
-use crate::protocol::jsonrpc::{Id, notification_bytes, result_bytes};
+use crate::protocol::jsonrpc::{Id, append_members, notification_bytes, result_bytes};
 use crate::protocol::tasks::SubscriptionFilter;
 use crate::protocol::{meta_keys, methods, result_type};
 use crate::store::Store;
@@ -130,20 +130,13 @@ impl Subscription {
     /// `notifications/tasks` around a stored snapshot (the same object
     /// `tasks/get` returns, tagged with the subscription id).
     fn notification(&self, snapshot: &str) -> Vec<u8> {
-        let members = snapshot
-            .strip_prefix('{')
-            .and_then(|s| s.strip_suffix('}'))
-            .unwrap_or("");
         let meta = serde_json::to_vec(&self.meta()).unwrap_or_else(|_| b"{}".to_vec());
         let mut out = Vec::with_capacity(snapshot.len() + meta.len() + 64);
         out.extend_from_slice(br#"{"jsonrpc":"2.0","method":""#);
         out.extend_from_slice(methods::NOTIFICATION_TASKS.as_bytes());
         out.extend_from_slice(br#"","params":{"_meta":"#);
         out.extend_from_slice(&meta);
-        if !members.trim().is_empty() {
-            out.push(b',');
-            out.extend_from_slice(members.as_bytes());
-        }
+        append_members(&mut out, snapshot);
         out.extend_from_slice(b"}}");
         out
     }
