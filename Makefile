@@ -20,12 +20,13 @@ test-workerd:
 
 ## Host tests of the core only (no wasm toolchain).
 test-core:
-	cargo test --all-targets
+	cargo test --lib --test core
 
 lint:
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
-	cargo clippy --target wasm32-unknown-unknown -- -D warnings
+	cargo clippy --all-targets --no-default-features -- -D warnings
+	cargo clippy --target wasm32-unknown-unknown --no-default-features -- -D warnings
 	cargo clippy --target wasm32-unknown-unknown --features test-hooks -- -D warnings
 
 fmt:
