@@ -209,7 +209,10 @@ impl JwtAuth {
         let signature = URL_SAFE_NO_PAD
             .decode(s)
             .map_err(|_| bad("malformed signature"))?;
-        let signed = &token.as_bytes()[..h.len() + 1 + p.len()];
+        let signed = token
+            .as_bytes()
+            .get(..h.len() + 1 + p.len())
+            .ok_or(bad("not a compact JWS"))?;
         self.check_signature(&header, signed, &signature)?;
         let claims: Map<String, Value> = b64_json(p).ok_or(bad("malformed claims"))?;
         self.check_claims(&claims, now)

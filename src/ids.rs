@@ -48,9 +48,10 @@ impl SequentialIds {
 impl IdSource for SequentialIds {
     fn fill(&self, buf: &mut [u8]) -> Result<(), RpcError> {
         let n = self.next.fetch_add(1, Ordering::SeqCst).to_be_bytes();
-        let len = buf.len();
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = if i + 8 >= len { n[i + 8 - len] } else { 0 };
+        // The counter, big-endian, right-aligned; zeros before it.
+        buf.fill(0);
+        for (b, v) in buf.iter_mut().rev().zip(n.iter().rev()) {
+            *b = *v;
         }
         Ok(())
     }

@@ -10,6 +10,10 @@
 //! (JSON-RPC, negotiation, dispatch) → [`tasks`] (records, state machine,
 //! service, runner) → [`tools`] → [`store`] → [`protocol`] (wire types).
 
+// Request paths never index or slice unchecked (Cargo.toml also denies
+// unwrap, expect and panic).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 pub mod auth;
 pub mod config;
 pub mod crypto;
