@@ -405,6 +405,11 @@ impl Runtime {
     pub fn engine() -> Result<Engine> {
         let mut config = wasmtime::Config::new();
         config.epoch_interruption(true);
+        // Guest functions by name in `perf` (needs a host built with
+        // `--features wasmtime/profiling`; see bench/README.md).
+        if std::env::var_os("HOST_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)?;
         let weak = engine.weak();
         std::thread::Builder::new()
