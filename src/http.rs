@@ -339,7 +339,8 @@ enum StreamState {
 /// or until the client disconnects (which ends the subscription).
 #[derive(Debug)]
 pub struct EventStream {
-    sub: Subscription,
+    /// Boxed: a response that is not a stream stays small.
+    sub: Box<Subscription>,
     state: StreamState,
     pending: VecDeque<Vec<u8>>,
     poll_now: bool,
@@ -349,7 +350,7 @@ pub struct EventStream {
 impl EventStream {
     pub fn new(sub: Subscription) -> Self {
         EventStream {
-            sub,
+            sub: Box::new(sub),
             state: StreamState::Acknowledge,
             pending: VecDeque::new(),
             poll_now: true,

@@ -12,7 +12,7 @@ use crate::crypto::{b64url, hmac_sha256};
 use crate::error::{RpcError, truncate};
 use crate::ids::IdSource;
 use crate::mrtr;
-use crate::protocol::jsonrpc::{Id, append_members, error_bytes, parse_message, result_bytes};
+use crate::protocol::jsonrpc::{Id, close_with_members, error_bytes, parse_message, result_bytes};
 use crate::protocol::meta::{ClientCapabilities, MetaOnly};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
 use crate::protocol::tools::{CallToolParams, ListToolsParams};
@@ -680,16 +680,13 @@ impl<S: Store> Server<S> {
 /// A `tasks/get` response around a stored snapshot, without parsing it:
 /// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
 fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(snapshot.len() + meta_json.len() + 80);
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    if serde_json::to_writer(&mut out, id).is_err() {
-        out.extend_from_slice(b"null");
+    let mut head = Vec::with_capacity(snapshot.len() + meta_json.len() + 80);
+    head.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    if serde_json::to_writer(&mut head, id).is_err() {
+        head.extend_from_slice(b"null");
     }
-    out.extend_from_slice(br#","result":{"resultType":"complete","_meta":"#);
-    out.extend_from_slice(meta_json);
-    append_members(&mut out, snapshot);
-    out.extend_from_slice(b"}}");
-    out
+    head.extend_from_slice(br#","result":{"resultType":"complete","_meta":"#);
+    close_with_members(head, meta_json, snapshot)
 }
 
 fn ack() -> Value {

@@ -212,18 +212,23 @@ pub fn result_bytes<T: Serialize>(id: &Id, result: &T) -> Vec<u8> {
     })
 }
 
-/// Appends the members of `object` (the JSON text of an object, such as a
-/// stored task snapshot) to an object being written into `out`, after a
-/// comma, without parsing them again. An empty object adds nothing.
-pub fn append_members(out: &mut Vec<u8>, object: &str) {
+/// Completes a message whose innermost object is `{"_meta":…}` followed by
+/// the members of `object` (the JSON text of an object, such as a stored
+/// task snapshot), without parsing them again: `head` (which ends with
+/// `"_meta":`), then `meta_json`, the members, and the two closing braces.
+pub fn close_with_members(mut head: Vec<u8>, meta_json: &[u8], object: &str) -> Vec<u8> {
     let members = object
         .strip_prefix('{')
         .and_then(|s| s.strip_suffix('}'))
         .unwrap_or("");
+    head.reserve(meta_json.len() + members.len() + 3);
+    head.extend_from_slice(meta_json);
     if !members.trim().is_empty() {
-        out.push(b',');
-        out.extend_from_slice(members.as_bytes());
+        head.push(b',');
+        head.extend_from_slice(members.as_bytes());
     }
+    head.extend_from_slice(b"}}");
+    head
 }
 
 /// Serialises an error response; `id: None` writes `"id": null`.

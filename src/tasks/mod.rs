@@ -19,8 +19,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
-use crate::protocol::tasks::TaskStatus;
-use crate::store::{Store, StoreError, Version};
+use crate::protocol::tasks::{TaskStatus, TaskWire};
+use crate::store::{Entry, Store, StoreError, Version};
 use crate::time::Millis;
 use record::{Change, Owner, Phase, TaskRecord};
 
@@ -51,7 +51,7 @@ struct StoredViewOut<'a> {
     owner: &'a Owner,
     expires_at: Millis,
     status: TaskStatus,
-    snapshot: &'a RawValue,
+    snapshot: TaskWire<'a>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +62,22 @@ struct StoredView<'a> {
     status: TaskStatus,
     #[serde(borrow)]
     snapshot: &'a RawValue,
+}
+
+impl<'a> StoredView<'a> {
+    /// The view line of a stored task; `None` for a record written before
+    /// views were stored.
+    fn of(body: &'a str) -> Option<Self> {
+        let (view, _) = body.split_once('\n')?;
+        serde_json::from_str(view).ok()
+    }
+}
+
+/// The `taskId` of a stored snapshot.
+#[derive(Deserialize)]
+struct SnapshotId<'a> {
+    #[serde(rename = "taskId", borrow)]
+    task_id: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
@@ -83,14 +99,11 @@ pub struct TaskView {
 
 /// Serialises a record for the store, with its snapshot rendered.
 pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, RpcError> {
-    let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
-        .map_err(|_| encoding_failed())?;
-    let snapshot = RawValue::from_string(snapshot).map_err(|_| encoding_failed())?;
     let mut out = serde_json::to_string(&StoredViewOut {
         owner: &record.owner,
         expires_at: record.expires_at(),
         status: record.status(),
-        snapshot: &snapshot,
+        snapshot: record.wire(None, server_info, None),
     })
     .map_err(|_| encoding_failed())?;
     out.push('\n');
@@ -106,6 +119,29 @@ pub fn decode(body: &str) -> Result<TaskRecord, RpcError> {
     serde_json::from_str::<TaskRecord>(record).map_err(|_| unreadable())
 }
 
+/// If the stored task `body` under `key` is finished (terminal), when it
+/// expires: what a cache of finished tasks needs, read from the view line.
+pub fn finished_until(key: &str, body: &str) -> Option<Millis> {
+    if let Some(v) = StoredView::of(body) {
+        if !v.status.is_terminal() {
+            return None;
+        }
+        let id: SnapshotId<'_> = serde_json::from_str(v.snapshot.get()).ok()?;
+        return (id.task_id == key).then_some(v.expires_at);
+    }
+    let record = decode(body).ok()?;
+    (record.id == key && record.status().is_terminal()).then(|| record.expires_at())
+}
+
+/// The stored entry of task `id`; `None` without a read if `id` cannot be a
+/// task id.
+async fn read_task<S: Store>(store: &S, id: &str) -> Result<Option<Entry>, RpcError> {
+    if !is_task_id(id) {
+        return Ok(None);
+    }
+    store.get(id).await.map_err(|e| store_unavailable(&e))
+}
+
 /// The reader's view of the task `id` if `owner` may see it at `now`.
 /// Reads one entry and parses only what a reader needs.
 pub async fn load_view<S: Store>(
@@ -115,15 +151,10 @@ pub async fn load_view<S: Store>(
     now: Millis,
     server_info: &Value,
 ) -> Result<Option<TaskView>, RpcError> {
-    if !is_task_id(id) {
-        return Ok(None);
-    }
-    let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
+    let Some(entry) = read_task(store, id).await? else {
         return Ok(None);
     };
-    if let Some((view, _)) = entry.body.split_once('\n')
-        && let Ok(v) = serde_json::from_str::<StoredView<'_>>(view)
-    {
+    if let Some(v) = StoredView::of(&entry.body) {
         let visible = v.owner.tenant == owner.tenant
             && v.owner.principal == owner.principal
             && now < v.expires_at;
@@ -161,10 +192,7 @@ pub async fn load<S: Store>(
     store: &S,
     id: &str,
 ) -> Result<Option<(Version, TaskRecord)>, RpcError> {
-    if !is_task_id(id) {
-        return Ok(None);
-    }
-    let Some(entry) = store.get(id).await.map_err(|e| store_unavailable(&e))? else {
+    let Some(entry) = read_task(store, id).await? else {
         return Ok(None);
     };
     let record = decode(&entry.body)?;
@@ -227,11 +255,6 @@ impl<'a, S: Store> TaskService<'a, S> {
         Ok(save(self.store, None, record, self.server_info)
             .await?
             .is_ok())
-    }
-
-    /// `tasks/get`: the caller's task.
-    pub async fn get(&self, owner: &Owner, id: &str, now: Millis) -> Result<TaskRecord, RpcError> {
-        self.visible(owner, id, now).await.map(|(_, r)| r)
     }
 
     /// `tasks/update`: records answers to outstanding input requests. Keys

@@ -66,12 +66,9 @@ pub async fn reserve<S: Store>(
         if list.tasks.len() >= max && !list.tasks.contains_key(task_id) {
             let ids: Vec<String> = list.tasks.keys().cloned().collect();
             for id in ids {
-                let unfinished = match load(store, &id).await {
-                    Ok(Some((_, r))) => {
-                        r.owner == *owner && !r.is_expired(now) && !r.status().is_terminal()
-                    }
-                    Ok(None) => false,
-                    Err(e) => return Err(e),
+                let unfinished = match load(store, &id).await? {
+                    Some((_, r)) => r.visible_to(owner, now) && !r.status().is_terminal(),
+                    None => false,
                 };
                 if !unfinished {
                     list.tasks.remove(&id);

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::load_view;
 use super::record::Owner;
-use super::{load, load_view};
 use crate::error::RpcError;
-use crate::protocol::jsonrpc::{Id, append_members, notification_bytes, result_bytes};
+use crate::protocol::jsonrpc::{Id, close_with_members, notification_bytes, result_bytes};
 use crate::protocol::tasks::SubscriptionFilter;
 use crate::protocol::{meta_keys, methods, result_type};
 use crate::store::Store;
@@ -32,6 +32,8 @@ pub struct ListenSettings {
 #[derive(Debug)]
 pub struct Subscription {
     id: Id,
+    /// The `_meta` every event carries, as JSON.
+    meta_json: Vec<u8>,
     owner: Owner,
     /// Acknowledged task ids and the last snapshot sent for each (`None`
     /// until the first one); removed once terminal or gone.
@@ -62,16 +64,19 @@ impl Subscription {
             if tasks.contains_key(task_id) {
                 continue;
             }
-            if let Some((_, r)) = load(store, task_id).await?
-                && r.id == *task_id
-                && r.visible_to(&owner, now)
+            if load_view(store, task_id, &owner, now, &settings.server_info)
+                .await?
+                .is_some()
             {
                 tasks.insert(task_id.clone(), None);
                 acknowledged.push(task_id.clone());
             }
         }
+        let meta_json =
+            serde_json::to_vec(&subscription_meta(&id)).unwrap_or_else(|_| b"{}".to_vec());
         Ok(Subscription {
             id,
+            meta_json,
             owner,
             tasks,
             acknowledged,
@@ -82,7 +87,7 @@ impl Subscription {
     }
 
     fn meta(&self) -> Value {
-        json!({ meta_keys::SUBSCRIPTION_ID: self.id.to_value() })
+        subscription_meta(&self.id)
     }
 
     /// The first event: `notifications/subscriptions/acknowledged`.
@@ -130,15 +135,11 @@ impl Subscription {
     /// `notifications/tasks` around a stored snapshot (the same object
     /// `tasks/get` returns, tagged with the subscription id).
     fn notification(&self, snapshot: &str) -> Vec<u8> {
-        let meta = serde_json::to_vec(&self.meta()).unwrap_or_else(|_| b"{}".to_vec());
-        let mut out = Vec::with_capacity(snapshot.len() + meta.len() + 64);
-        out.extend_from_slice(br#"{"jsonrpc":"2.0","method":""#);
-        out.extend_from_slice(methods::NOTIFICATION_TASKS.as_bytes());
-        out.extend_from_slice(br#"","params":{"_meta":"#);
-        out.extend_from_slice(&meta);
-        append_members(&mut out, snapshot);
-        out.extend_from_slice(b"}}");
-        out
+        let mut head = Vec::with_capacity(snapshot.len() + self.meta_json.len() + 64);
+        head.extend_from_slice(br#"{"jsonrpc":"2.0","method":""#);
+        head.extend_from_slice(methods::NOTIFICATION_TASKS.as_bytes());
+        head.extend_from_slice(br#"","params":{"_meta":"#);
+        close_with_members(head, &self.meta_json, snapshot)
     }
 
     /// Whether nothing more can be sent: every task is terminal or gone, or
@@ -154,4 +155,9 @@ impl Subscription {
             &json!({ "resultType": result_type::COMPLETE, "_meta": self.meta() }),
         )
     }
+}
+
+/// The `_meta` of every event of the subscription opened by request `id`.
+fn subscription_meta(id: &Id) -> Value {
+    json!({ meta_keys::SUBSCRIPTION_ID: id.to_value() })
 }

@@ -188,14 +188,14 @@ pub struct CachedEntry {
 pub const KV_MIN_EXPIRATION_S: i64 = 60;
 
 /// Whether `entry`, read from the Durable Object under `key`, may be cached:
-/// only a decodable task record with that id in a terminal status (terminal
+/// only a stored task with that id in a terminal status (terminal
 /// records never change again). Returns the KV value and its absolute
 /// expiration in seconds since the epoch: the task's expiry, or the earliest
 /// expiration KV accepts if that is sooner (the core treats an expired record
 /// as absent, so a cached copy that outlives the task is never served).
 pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)> {
-    let record = crate::tasks::decode(&entry.body).ok()?;
-    if record.id != key || !record.status().is_terminal() || record.is_expired(now) {
+    let expires_at = crate::tasks::finished_until(key, &entry.body)?;
+    if now >= expires_at {
         return None;
     }
     let value = serde_json::to_string(&CachedEntry {
@@ -204,7 +204,7 @@ pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)>
         body: entry.body.clone(),
     })
     .ok()?;
-    let expires_s = record.expires_at().div_euclid(1000) + 1;
+    let expires_s = expires_at.div_euclid(1000) + 1;
     let earliest_s = now.div_euclid(1000) + KV_MIN_EXPIRATION_S + 1;
     Some((value, expires_s.max(earliest_s).max(0) as u64))
 }
