@@ -99,50 +99,33 @@ pub trait Store {
     async fn next_due(&self) -> Result<Option<Millis>, StoreError>;
 }
 
-impl<S: Store + ?Sized> Store for &S {
-    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        (**self).get(key).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        expected: Option<Version>,
-        body: &str,
-        due_at: Option<Millis>,
-    ) -> Result<Version, StoreError> {
-        (**self).put(key, expected, body, due_at).await
-    }
-    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
-        (**self).delete(key, expected).await
-    }
-    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
-        (**self).due(now, limit).await
-    }
-    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
-        (**self).next_due().await
-    }
+/// A shared or borrowed store is a store: every call goes to the one behind.
+macro_rules! forward_store {
+    ($($ptr:ty),*) => {$(
+        impl<S: Store + ?Sized> Store for $ptr {
+            async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+                (**self).get(key).await
+            }
+            async fn put(
+                &self,
+                key: &str,
+                expected: Option<Version>,
+                body: &str,
+                due_at: Option<Millis>,
+            ) -> Result<Version, StoreError> {
+                (**self).put(key, expected, body, due_at).await
+            }
+            async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+                (**self).delete(key, expected).await
+            }
+            async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
+                (**self).due(now, limit).await
+            }
+            async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
+                (**self).next_due().await
+            }
+        }
+    )*};
 }
 
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
-    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        (**self).get(key).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        expected: Option<Version>,
-        body: &str,
-        due_at: Option<Millis>,
-    ) -> Result<Version, StoreError> {
-        (**self).put(key, expected, body, due_at).await
-    }
-    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
-        (**self).delete(key, expected).await
-    }
-    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
-        (**self).due(now, limit).await
-    }
-    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
-        (**self).next_due().await
-    }
-}
+forward_store!(&S, std::sync::Arc<S>, std::rc::Rc<S>);

@@ -11,7 +11,7 @@ use worker::{
 
 use super::settings::{RequestLog, Settings, StoreMode, known_http_method};
 use super::sse;
-use super::store::{CACHE_BINDING, DoStore, KvCached, Shared, WorkerStore};
+use super::store::{CACHE_BINDING, DoStore, KvCached, WorkerStore};
 use super::wire::{Op, Reply};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
@@ -91,7 +91,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
         );
     }
     let store = match open_store(&env, &settings) {
-        Ok(s) => Shared(Rc::new(s)),
+        Ok(s) => Rc::new(s),
         Err(e) => return misconfigured("bindings", &e.to_string()),
     };
     let mode = settings.store;

@@ -10,6 +10,7 @@
 //! continue. Polls never cost more than the one before, because the set of
 //! subscribed tasks only shrinks.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::stream;
@@ -17,14 +18,14 @@ use worker::{Delay, Response, ResponseBuilder, console_log};
 
 use super::now_ms;
 use super::settings::{RequestLog, StoreMode};
-use super::store::Shared;
+use super::store::WorkerStore;
 use crate::http::{EventStream, Next};
 
 /// A stream's state; its log line is written when it is dropped (the stream
 /// ended, or the client went away).
 struct Listen {
     events: EventStream,
-    store: Shared,
+    store: Rc<WorkerStore>,
     budget: u32,
     /// Subrequests the latest poll made.
     poll_cost: u32,
@@ -80,7 +81,7 @@ impl Listen {
 pub fn respond(
     builder: ResponseBuilder,
     events: EventStream,
-    store: Shared,
+    store: Rc<WorkerStore>,
     budget: u32,
     log: RequestLog,
     mode: StoreMode,

@@ -5,7 +5,6 @@
 //! rules.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 
 use futures_util::future::{LocalBoxFuture, join_all};
 use worker::{Env, KvStore, Method, ObjectNamespace, Request, RequestInit, console_warn};
@@ -295,39 +294,3 @@ impl<S: Store> Store for KvCached<S> {
 
 /// The store of one Worker request: the shards, maybe behind the KV cache.
 pub type WorkerStore = KvCached<DoStore>;
-
-/// A [`WorkerStore`] shared by the request handler and a listen stream that
-/// outlives it.
-#[derive(Clone)]
-pub struct Shared(pub Rc<WorkerStore>);
-
-impl std::ops::Deref for Shared {
-    type Target = WorkerStore;
-    fn deref(&self) -> &WorkerStore {
-        &self.0
-    }
-}
-
-impl Store for Shared {
-    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        self.0.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        expected: Option<Version>,
-        body: &str,
-        due_at: Option<Millis>,
-    ) -> Result<Version, StoreError> {
-        self.0.put(key, expected, body, due_at).await
-    }
-    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
-        self.0.delete(key, expected).await
-    }
-    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.0.due(now, limit).await
-    }
-    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
-        self.0.next_due().await
-    }
-}
