@@ -12,6 +12,7 @@ use worker::{Env, KvStore, Method, ObjectNamespace, Request, RequestInit, consol
 use super::now_ms;
 use super::wire::{Op, Reply, cache_key, cacheable, from_cache, shard_name, shard_of};
 use crate::store::{Entry, Store, StoreError, Version};
+use crate::tasks::is_task_id;
 use crate::time::Millis;
 
 /// The Durable Object binding of the shards (see wrangler.toml).
@@ -236,7 +237,8 @@ impl KvCached<DoStore> {
 
 impl<S: Store> Store for KvCached<S> {
     async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        let Some(kv) = &self.kv else {
+        // Only tasks are ever cached: other keys (quota records) skip KV.
+        let Some(kv) = self.kv.as_ref().filter(|_| is_task_id(key)) else {
             return self.inner.get(key).await;
         };
         self.count_kv();
@@ -271,7 +273,7 @@ impl<S: Store> Store for KvCached<S> {
 
     async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
         self.inner.delete(key, expected).await?;
-        if let Some(kv) = &self.kv {
+        if let Some(kv) = self.kv.as_ref().filter(|_| is_task_id(key)) {
             self.count_kv();
             if let Err(e) = kv.delete(&cache_key(key)).await {
                 console_warn!(
