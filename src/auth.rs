@@ -9,12 +9,10 @@
 //! `sub` claim; the tenant is the configured tenant claim (default
 //! `tenant`), or the issuer when the token has none.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::crypto::{b64url, hmac_raw, hmac_raw_verify};
+use crate::crypto::{b64url, b64url_decode, hmac_raw, hmac_raw_verify};
 use crate::http::HttpRequest;
 use crate::tasks::record::Owner;
 use crate::time::Millis;
@@ -153,7 +151,7 @@ struct Header {
 }
 
 fn b64_json<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
-    let bytes = URL_SAFE_NO_PAD.decode(part).ok()?;
+    let bytes = b64url_decode(part)?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -206,9 +204,7 @@ impl JwtAuth {
         if header.crit.is_some() {
             return Err(bad("unsupported critical header"));
         }
-        let signature = URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| bad("malformed signature"))?;
+        let signature = b64url_decode(s).ok_or(bad("malformed signature"))?;
         let signed = token
             .as_bytes()
             .get(..h.len() + 1 + p.len())
@@ -225,39 +221,32 @@ impl JwtAuth {
         signature: &[u8],
     ) -> Result<(), AuthError> {
         let bad = AuthError::InvalidToken;
-        match header.alg.as_str() {
+        let ok = match header.alg.as_str() {
             "HS256" => {
                 let secret = self
                     .hs256_secret
                     .as_deref()
                     .ok_or(bad("HS256 is not accepted"))?;
-                if hmac_raw_verify(secret, signed, signature) {
-                    Ok(())
-                } else {
-                    Err(bad("bad signature"))
-                }
+                hmac_raw_verify(secret, signed, signature)
             }
-            "EdDSA" | "ES256" => {
-                let key = self.key_for(&header.alg, header.kid.as_deref())?;
-                let ok = match &key.key {
-                    KeyKind::Ed25519(vk) => ed25519_dalek::Signature::from_slice(signature)
-                        .map(|sig| vk.verify_strict(signed, &sig).is_ok())
-                        .unwrap_or(false),
-                    KeyKind::P256(vk) => {
-                        use p256::ecdsa::signature::Verifier;
-                        p256::ecdsa::Signature::from_slice(signature)
-                            .map(|sig| vk.verify(signed, &sig).is_ok())
-                            .unwrap_or(false)
-                    }
-                };
-                if ok {
-                    Ok(())
-                } else {
-                    Err(bad("bad signature"))
+            "EdDSA" | "ES256" => match &self.key_for(&header.alg, header.kid.as_deref())?.key {
+                KeyKind::Ed25519(vk) => ed25519_dalek::Signature::from_slice(signature)
+                    .map(|sig| vk.verify_strict(signed, &sig).is_ok())
+                    .unwrap_or(false),
+                KeyKind::P256(vk) => {
+                    use p256::ecdsa::signature::Verifier;
+                    p256::ecdsa::Signature::from_slice(signature)
+                        .map(|sig| vk.verify(signed, &sig).is_ok())
+                        .unwrap_or(false)
                 }
-            }
-            "none" => Err(bad("unsigned token")),
-            _ => Err(bad("unsupported algorithm")),
+            },
+            "none" => return Err(bad("unsigned token")),
+            _ => return Err(bad("unsupported algorithm")),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(bad("bad signature"))
         }
     }
 
@@ -375,7 +364,7 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
         serde_json::from_str(text).map_err(|_| "the key set is not a JWKS document".to_string())?;
     let decode = |v: &Option<String>, what: &str| -> Result<Vec<u8>, String> {
         v.as_deref()
-            .and_then(|s| URL_SAFE_NO_PAD.decode(s).ok())
+            .and_then(b64url_decode)
             .ok_or_else(|| format!("a key's {what} is missing or not base64url"))
     };
     let mut out = Vec::new();

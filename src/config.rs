@@ -73,9 +73,18 @@ impl Default for Config {
             ],
             auth: Auth::Unconfigured,
             limits: Limits::default(),
-            report_outline_ms: 1_000,
+            report_outline_ms: crate::tools::DEFAULT_OUTLINE_MS,
         }
     }
+}
+
+/// A comma-separated setting: its non-empty items, trimmed.
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn jwt_from_env(
@@ -111,12 +120,7 @@ fn jwt_from_env(
         ));
     }
     let authorization_servers = get("MCP_AUTHORIZATION_SERVERS")
-        .map(|v| {
-            v.split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
+        .map(|v| list(&v))
         .unwrap_or_else(|| vec![issuer.clone()]);
     Ok(JwtAuth {
         issuer,
@@ -202,11 +206,7 @@ impl Config {
             c.lease_ms = v.max(1);
         }
         if let Some(o) = get("MCP_ALLOWED_ORIGINS") {
-            c.allowed_origins = o
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect();
+            c.allowed_origins = list(&o);
         }
         match get("MCP_STATE_SECRET") {
             Some(s) if s.len() >= 16 => c.state_secret = s.into_bytes(),

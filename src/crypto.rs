@@ -54,10 +54,7 @@ fn new_mac(key: &[u8]) -> HmacSha256 {
 }
 
 fn mac_over(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
-    // HMAC accepts keys of any length, so this never fails; the fallback key
-    // keeps the function total without a panic path.
-    let mut mac =
-        HmacSha256::new_from_slice(key).unwrap_or_else(|_| HmacSha256::new(&Default::default()));
+    let mut mac = new_mac(key);
     for part in parts {
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part);

@@ -25,18 +25,8 @@ pub struct GenerateReport {
     pub outline_ms: u64,
 }
 
-impl Default for GenerateReport {
-    fn default() -> Self {
-        GenerateReport {
-            outline_ms: OUTLINE_MS,
-        }
-    }
-}
-
 const NAME: &str = "generate_report";
 const APPROVE: &str = "approve_outline";
-/// How long drafting the outline takes, unless configured.
-pub const OUTLINE_MS: u64 = 1_000;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]

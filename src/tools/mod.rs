@@ -224,9 +224,12 @@ pub struct ToolSet {
     tools: Vec<(&'static str, Box<dyn Tool>)>,
 }
 
+/// How long `generate_report` drafts its outline, unless configured.
+pub const DEFAULT_OUTLINE_MS: u64 = 1_000;
+
 impl ToolSet {
     pub fn new(selection: ToolSelection) -> Self {
-        Self::with_outline(selection, demo::OUTLINE_MS)
+        Self::with_outline(selection, DEFAULT_OUTLINE_MS)
     }
 
     /// The selected tools, with `generate_report` drafting its outline in
@@ -266,10 +269,7 @@ impl ToolSet {
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
-        self.tools
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| t.as_ref())
+        self.get_named(name).map(|(_, t)| t)
     }
 
     pub fn descriptors(&self) -> Vec<ToolDescriptor> {
