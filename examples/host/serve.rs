@@ -149,17 +149,25 @@ fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBo
 }
 
 fn json_response(status: u16, body: Bytes) -> Response<HyperOutgoingBody> {
+    let mut resp = full(
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST),
+        body,
+    );
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A response with a body that is all there.
+fn full(status: hyper::StatusCode, body: Bytes) -> Response<HyperOutgoingBody> {
     let mut resp = Response::new(
         Full::new(body)
             .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
             .boxed_unsync(),
     );
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
+    *resp.status_mut() = status;
     resp
 }
 
@@ -173,12 +181,11 @@ async fn constant(req: Request<Incoming>) -> Response<HyperOutgoingBody> {
     )
 }
 
-/// Whether a request may have made work due now, so the ticker should run.
-fn may_wake(req: &Request<Incoming>) -> bool {
+/// The request's `Mcp-Method` header, trimmed (empty without one).
+fn mcp_method(req: &Request<Incoming>) -> &[u8] {
     req.headers()
         .get("mcp-method")
-        .and_then(|m| m.to_str().ok())
-        .is_some_and(|m| matches!(m.trim(), "tools/call" | "tasks/update" | "tasks/cancel"))
+        .map_or(&[][..], |m| m.as_bytes().trim_ascii())
 }
 
 /// The most request body the host reads for an `exchange` call. Beyond the
@@ -188,7 +195,7 @@ pub const MAX_EXCHANGE_BODY: usize = 4 * 1024 * 1024;
 
 /// Reads at most `cap` bytes of `body` (and at least one byte more than
 /// `cap` if there is that much, so the component can tell).
-async fn read_capped(mut body: Incoming, cap: usize) -> Result<Bytes, hyper::Error> {
+async fn read_capped(mut body: Incoming, cap: usize) -> Result<Vec<u8>, hyper::Error> {
     let mut buf = Vec::new();
     while buf.len() <= cap {
         match body.frame().await {
@@ -200,7 +207,7 @@ async fn read_capped(mut body: Incoming, cap: usize) -> Result<Bytes, hyper::Err
             }
         }
     }
-    Ok(Bytes::from(buf))
+    Ok(buf)
 }
 
 fn plain(
@@ -208,13 +215,10 @@ fn plain(
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 ) -> Response<HyperOutgoingBody> {
-    let mut resp = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|e: Infallible| -> wasmtime_wasi_http::Error { match e {} })
-            .boxed_unsync(),
+    let mut resp = full(
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR),
+        Bytes::from(body),
     );
-    *resp.status_mut() =
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in headers {
         if let (Ok(n), Ok(v)) = (
             hyper::header::HeaderName::from_bytes(name.as_bytes()),
@@ -232,7 +236,10 @@ async fn serve_one(
     req: Request<Incoming>,
     exchange: bool,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
-    let wakes = may_wake(&req);
+    // Whether the request may make work due now, so the ticker should run.
+    let method = mcp_method(&req);
+    let wakes = matches!(method, b"tools/call" | b"tasks/update" | b"tasks/cancel");
+    let listen = method == b"subscriptions/listen";
     // wasi:http needs the request's authority; without a usable Host header
     // the request cannot be passed to the component.
     let host_ok = req
@@ -248,10 +255,6 @@ async fn serve_one(
     }
     // Streams (`subscriptions/listen`) go through wasi:http; everything else
     // is one `exchange` call.
-    let listen = req
-        .headers()
-        .get("mcp-method")
-        .is_some_and(|m| m.as_bytes().trim_ascii() == b"subscriptions/listen");
     let req = if exchange && !listen {
         let (parts, body) = req.into_parts();
         let body = match read_capped(body, MAX_EXCHANGE_BODY).await {
@@ -277,7 +280,7 @@ async fn serve_one(
                     )
                 })
                 .collect(),
-            body: body.to_vec(),
+            body,
         };
         match runtime.exchange(&request).await {
             Ok(Some(resp)) => {
@@ -289,7 +292,9 @@ async fn serve_one(
             // A stream after all: serve the same request through wasi:http.
             Ok(None) => Request::from_parts(
                 parts,
-                Full::new(body).map_err(|e: Infallible| match e {}).boxed(),
+                Full::new(Bytes::from(request.body))
+                    .map_err(|e: Infallible| match e {})
+                    .boxed(),
             ),
             Err(e) => {
                 eprintln!("host: the component failed a request: {e:#}");
