@@ -20,8 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mcp_tasks_edge::protocol::tasks::TaskStatus;
+use mcp_tasks_edge::tasks::{decode, record::TaskRecord};
 use mcp_tasks_edge_bench::Conn;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Mutex;
 
 struct Opts {
@@ -169,7 +171,7 @@ async fn client_loop(url: String, acks: Arc<Mutex<Acks>>, n: usize) {
         if !waiting {
             continue;
         }
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             if let Ok((200, a)) = c.call("tasks/cancel", json!({"taskId": id})).await
                 && a["result"]["resultType"] == "complete"
             {
@@ -290,7 +292,7 @@ async fn kill_mode(o: &Opts) -> i32 {
 }
 
 /// The stored record of every task, read straight from the SQLite file.
-fn stored(data: &Path) -> Result<HashMap<String, Value>, String> {
+fn stored(data: &Path) -> Result<HashMap<String, TaskRecord>, String> {
     let db = rusqlite::Connection::open(data.join("tasks.sqlite3")).map_err(|e| e.to_string())?;
     let mut stmt = db
         .prepare("SELECT key, body FROM entries WHERE key LIKE 'tsk_%'")
@@ -301,9 +303,7 @@ fn stored(data: &Path) -> Result<HashMap<String, Value>, String> {
     let mut out = HashMap::new();
     for row in rows {
         let (k, body) = row.map_err(|e| e.to_string())?;
-        // The stored body is a view line, then the record line.
-        let record = body.split_once('\n').map_or(body.as_str(), |(_, r)| r);
-        out.insert(k, serde_json::from_str(record).map_err(|e| e.to_string())?);
+        out.insert(k, decode(&body).map_err(|e| e.message)?);
     }
     Ok(out)
 }
@@ -414,15 +414,12 @@ async fn replicas_mode(o: &Opts) -> i32 {
     for (id, steps) in &ids {
         match records.get(id) {
             Some(r) => {
-                if r["phase"]["status"] != "completed" {
+                if r.status() != TaskStatus::Completed {
                     stranded += 1;
-                    eprintln!("STRANDED: {id}: {}", r["phase"]["status"]);
-                } else if r["steps"].as_u64() != Some(*steps) {
+                    eprintln!("STRANDED: {id}: {:?}", r.status());
+                } else if r.steps != *steps {
                     twice += 1;
-                    eprintln!(
-                        "STEPS: {id}: {} committed steps, expected {steps}",
-                        r["steps"]
-                    );
+                    eprintln!("STEPS: {id}: {} committed steps, expected {steps}", r.steps);
                 }
             }
             None => {
