@@ -1,7 +1,7 @@
 //! The Worker's entry points: `fetch` and `scheduled`.
 
+use std::cell::OnceCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::join_all;
 use worker::{
@@ -26,11 +26,32 @@ pub fn now_ms() -> Millis {
 }
 
 /// Reads a variable or secret of the Worker's environment.
-pub fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
+fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
     move |name| env.var(name).ok().map(|v| v.to_string())
 }
 
-static WARNED_INSECURE: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    static SETTINGS: OnceCell<Result<Settings, String>> = const { OnceCell::new() };
+}
+
+/// The settings, read from the environment once per isolate (variables and
+/// secrets are fixed for a deployment; reading them crosses into JavaScript
+/// and parses the JWT key set).
+pub(super) fn settings(env: &Env) -> Result<Settings, String> {
+    SETTINGS.with(|cell| {
+        cell.get_or_init(|| {
+            let settings = Settings::from_env(env_lookup(env)).map_err(|e| e.0);
+            if settings.as_ref().is_ok_and(|s| s.config.auth.is_insecure()) {
+                console_warn!(
+                    "{}",
+                    serde_json::json!({"event": "insecure-auth", "warning": "MCP_AUTH=insecure-local: every request acts as one local principal with no credentials checked. Local development only."})
+                );
+            }
+            settings
+        })
+        .clone()
+    })
+}
 
 fn json_response(status: u16, body: Vec<u8>) -> Response {
     let headers = Headers::new();
@@ -80,16 +101,10 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
     if let Some(hook) = path.strip_prefix("/__test/") {
         return super::test_hooks::route(hook, req, &env).await;
     }
-    let settings = match Settings::from_env(env_lookup(&env)) {
+    let settings = match settings(&env) {
         Ok(s) => s,
-        Err(e) => return misconfigured("settings", &e.0),
+        Err(e) => return misconfigured("settings", &e),
     };
-    if settings.config.auth.is_insecure() && !WARNED_INSECURE.swap(true, Ordering::Relaxed) {
-        console_warn!(
-            "{}",
-            serde_json::json!({"event": "insecure-auth", "warning": "MCP_AUTH=insecure-local: every request acts as one local principal with no credentials checked. Local development only."})
-        );
-    }
     let store = match open_store(&env, &settings) {
         Ok(s) => Rc::new(s),
         Err(e) => return misconfigured("bindings", &e.to_string()),
@@ -168,12 +183,12 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let started = now_ms();
-    let settings = match Settings::from_env(env_lookup(&env)) {
+    let settings = match settings(&env) {
         Ok(s) => s,
         Err(e) => {
             console_error!(
                 "{}",
-                serde_json::json!({"event": "cron", "error": "misconfigured", "detail": e.0})
+                serde_json::json!({"event": "cron", "error": "misconfigured", "detail": e})
             );
             return;
         }

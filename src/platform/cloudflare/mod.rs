@@ -26,4 +26,4 @@ pub mod store;
 mod test_hooks;
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-pub use entry::{env_lookup, now_ms};
+pub use entry::now_ms;

@@ -24,9 +24,8 @@ use worker::{
     Storage, console_error, console_log, durable_object,
 };
 
-use super::settings::Settings;
+use super::now_ms;
 use super::wire::{Op, Reply, SweepReport};
-use super::{env_lookup, now_ms};
 use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::store::{Entry, Store, StoreError, Version};
@@ -337,10 +336,10 @@ impl TaskShard {
         let now = now_ms();
         self.alarm_checked.set(true);
         let storage = self.state.storage();
-        let settings = Settings::from_env(env_lookup(&self.env));
+        let settings = super::entry::settings(&self.env);
         let (settings, store) = match (settings, self.store()) {
             (Ok(s), Ok(store)) => (s, store),
-            (Err(e), _) => return self.sweep_failed(&storage, origin, &e.0, now).await,
+            (Err(e), _) => return self.sweep_failed(&storage, origin, &e, now).await,
             (_, Err(e)) => {
                 return self
                     .sweep_failed(&storage, origin, &e.to_string(), now)

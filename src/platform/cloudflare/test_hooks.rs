@@ -15,8 +15,6 @@ use serde_json::{Value, json};
 use worker::{Env, Headers, Request, Response, ResponseBuilder};
 
 use super::entry::{misconfigured, open_store};
-use super::env_lookup;
-use super::settings::Settings;
 use super::store::CACHE_BINDING;
 use super::wire::{Op, shard_of};
 use crate::store::contract;
@@ -55,9 +53,9 @@ struct KvArgs {
 }
 
 pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
-    let settings = match Settings::from_env(env_lookup(env)) {
+    let settings = match super::entry::settings(env) {
         Ok(s) => s,
-        Err(e) => return misconfigured("settings", &e.0),
+        Err(e) => return misconfigured("settings", &e),
     };
     let body = match req.text().await {
         Ok(b) => b,
