@@ -53,7 +53,7 @@ pub(super) fn settings(env: &Env) -> Result<Settings, String> {
     })
 }
 
-fn json_response(status: u16, body: Vec<u8>) -> Response {
+pub(super) fn json_response(status: u16, body: Vec<u8>) -> Response {
     let headers = Headers::new();
     let _ = headers.set("content-type", "application/json");
     ResponseBuilder::new()
@@ -203,7 +203,7 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             return;
         }
     };
-    let replies = join_all((0..shards.shards()).map(|i| shards.call(i, &Op::Sweep))).await;
+    let replies = shards.everywhere(&Op::Sweep).await;
     let (mut due, mut stepped, mut finished, mut purged, mut errors, mut failed) =
         (0, 0, 0, 0, 0, 0);
     for reply in replies {

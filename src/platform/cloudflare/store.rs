@@ -85,7 +85,7 @@ impl DoStore {
     }
 
     /// The same operation on every shard.
-    async fn everywhere(&self, op: &Op) -> Vec<Result<Reply, StoreError>> {
+    pub async fn everywhere(&self, op: &Op) -> Vec<Result<Reply, StoreError>> {
         join_all((0..self.shards).map(|i| self.call(i, op))).await
     }
 }

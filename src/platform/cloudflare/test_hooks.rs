@@ -12,20 +12,24 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use worker::{Env, Headers, Request, Response, ResponseBuilder};
+use worker::{Env, Request, Response};
 
-use super::entry::{misconfigured, open_store};
-use super::store::CACHE_BINDING;
-use super::wire::{Op, shard_of};
+use super::entry::{json_response, misconfigured, open_store};
+use super::store::{CACHE_BINDING, WorkerStore};
+use super::wire::Op;
 use crate::store::contract;
 
 fn json(status: u16, v: &Value) -> Response {
-    let headers = Headers::new();
-    let _ = headers.set("content-type", "application/json");
-    ResponseBuilder::new()
-        .with_status(status)
-        .with_headers(headers)
-        .fixed(v.to_string().into_bytes())
+    json_response(status, v.to_string().into_bytes())
+}
+
+/// Sends `op` to the shard that owns `key` and answers with its reply.
+async fn on_shard(store: &WorkerStore, key: &str, op: &Op) -> Response {
+    let shard = store.inner().shard_for(key);
+    match store.inner().call(shard, op).await {
+        Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
+        Err(e) => json(503, &json!({"error": e.to_string()})),
+    }
 }
 
 fn bad(why: impl std::fmt::Display) -> Response {
@@ -98,11 +102,7 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 "delete" => Op::AlarmDelete,
                 other => return bad(format!("unknown action {other}")),
             };
-            let shard = shard_of(&args.task_id, settings.shards);
-            match store.inner().call(shard, &op).await {
-                Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
-                Err(e) => json(503, &json!({"error": e.to_string()})),
-            }
+            on_shard(&store, &args.task_id, &op).await
         }
         "shard" => {
             let op: Op = match serde_json::from_str(&body) {
@@ -113,11 +113,7 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 Op::Get { key } | Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
                 _ => return bad("only get, put and delete name a key"),
             };
-            let shard = shard_of(&key, settings.shards);
-            match store.inner().call(shard, &op).await {
-                Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
-                Err(e) => json(503, &json!({"error": e.to_string()})),
-            }
+            on_shard(&store, &key, &op).await
         }
         "kv" => {
             let args: KvArgs = match serde_json::from_str(&body) {

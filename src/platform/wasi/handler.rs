@@ -64,7 +64,11 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
         Err(()) => {
             drop(request);
             let error = RpcError::invalid_request("The request body could not be read.");
-            return respond(out, json(400, error_bytes(None, &error)), None);
+            return respond(
+                out,
+                HttpResponse::json(400, error_bytes(None, &error)),
+                None,
+            );
         }
     };
     drop(request);
@@ -94,10 +98,6 @@ fn read_body(request: &IncomingRequest, limit: usize) -> Result<Vec<u8>, ()> {
     drop(stream);
     drop(body);
     Ok(buf)
-}
-
-fn json(status: u16, body: Vec<u8>) -> HttpResponse {
-    HttpResponse::json(status, body)
 }
 
 /// Sends `response`. An event stream is written event by event, each one
