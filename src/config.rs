@@ -3,7 +3,9 @@
 
 use crate::auth::{Auth, JwtAuth, parse_jwks};
 use crate::limits::Limits;
+use crate::outbound::OutboundPolicy;
 use crate::tasks::record::Owner;
+use crate::tasks::runner::RetryPolicy;
 use crate::tools::ToolSelection;
 
 /// Server settings. Every duration is in milliseconds.
@@ -46,6 +48,10 @@ pub struct Config {
     pub limits: Limits,
     /// How long `generate_report` spends on its outline.
     pub report_outline_ms: u64,
+    /// Origins task steps may call, and the largest response body read.
+    pub outbound: OutboundPolicy,
+    /// How failing steps are tried again.
+    pub retry: RetryPolicy,
 }
 
 impl Default for Config {
@@ -74,6 +80,8 @@ impl Default for Config {
             auth: Auth::Unconfigured,
             limits: Limits::default(),
             report_outline_ms: crate::tools::DEFAULT_OUTLINE_MS,
+            outbound: OutboundPolicy::default(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -165,6 +173,10 @@ impl Config {
     /// | `MCP_JWT_LEEWAY_MS` | clock skew allowed on `exp`/`nbf` (default 60000) |
     /// | `MCP_AUTHORIZATION_SERVERS` | comma-separated, for the protected resource metadata (default: the issuer) |
     /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no quota) |
+    /// | `MCP_OUTBOUND_ALLOW` | comma-separated origins (`https://api.example.com`) task steps may call; unset = none |
+    /// | `MCP_OUTBOUND_MAX_BYTES` | largest outbound response body read (default 1048576) |
+    /// | `MCP_STEP_MAX_ATTEMPTS` | attempts a task step may start before the task fails (default 5) |
+    /// | `MCP_RETRY_BASE_MS`, `MCP_RETRY_CAP_MS` | a retried step's first and longest backoff (default 1000, 60000) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let mut c = Config::default();
         let get = |name: &str| {
@@ -235,6 +247,27 @@ impl Config {
         };
         if let Some(v) = number("MCP_MAX_OUTSTANDING_TASKS")? {
             c.limits.max_outstanding_tasks = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = number("MCP_OUTBOUND_MAX_BYTES")? {
+            c.outbound.max_response_bytes = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(allow) = get("MCP_OUTBOUND_ALLOW") {
+            c.outbound = OutboundPolicy::allowing(&list(&allow), c.outbound.max_response_bytes)
+                .map_err(|bad| {
+                    ConfigError(format!(
+                        "MCP_OUTBOUND_ALLOW: {:?} is not an http(s) origin",
+                        crate::error::truncate(&bad, 80)
+                    ))
+                })?;
+        }
+        if let Some(v) = number("MCP_STEP_MAX_ATTEMPTS")? {
+            c.retry.max_attempts = u32::try_from(v).unwrap_or(u32::MAX).max(1);
+        }
+        if let Some(v) = number("MCP_RETRY_BASE_MS")? {
+            c.retry.base_ms = v;
+        }
+        if let Some(v) = number("MCP_RETRY_CAP_MS")? {
+            c.retry.cap_ms = v;
         }
         Ok(c)
     }

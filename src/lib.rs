@@ -22,6 +22,7 @@ pub mod http;
 pub mod ids;
 pub mod limits;
 pub mod mrtr;
+pub mod outbound;
 pub mod platform;
 pub mod protocol;
 pub mod server;

@@ -12,6 +12,7 @@ use crate::crypto::{b64url, hmac_sha256};
 use crate::error::{RpcError, truncate};
 use crate::ids::IdSource;
 use crate::mrtr;
+use crate::outbound::{NoOutbound, Outbound};
 use crate::protocol::jsonrpc::{Id, close_with_members, error_bytes, parse_message, result_bytes};
 use crate::protocol::meta::{ClientCapabilities, MetaOnly};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
@@ -23,7 +24,9 @@ use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
 use crate::tasks::{TaskService, load, quota};
 use crate::time::Millis;
-use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall, ToolSet};
+use crate::tools::{
+    CallError, CallPlan, TaskSupport, ToolCall, ToolSet, ToolSettings, no_settings,
+};
 
 pub use crate::config::Config;
 
@@ -218,6 +221,9 @@ pub struct Server<S: Store> {
     server_info: Value,
     result_meta: Value,
     result_meta_json: Vec<u8>,
+    outbound: Box<dyn Outbound>,
+    tool_settings: Box<dyn ToolSettings>,
+    clock: Option<fn() -> Millis>,
 }
 
 impl<S: Store> Server<S> {
@@ -250,6 +256,9 @@ impl<S: Store> Server<S> {
             result_meta,
             result_meta_json,
             config,
+            outbound: Box::new(NoOutbound),
+            tool_settings: Box::new(no_settings),
+            clock: None,
         })
     }
 
@@ -265,15 +274,43 @@ impl<S: Store> Server<S> {
         &self.runner_id
     }
 
+    /// Lends task steps the runtime's outbound HTTP (the operator's
+    /// [`Config::outbound`] policy still applies to every request).
+    pub fn with_outbound(mut self, outbound: Box<dyn Outbound>) -> Self {
+        self.outbound = outbound;
+        self
+    }
+
+    /// Lends task steps the runtime's settings and secrets (names starting
+    /// with `MCP_` never reach a tool).
+    pub fn with_tool_settings(mut self, settings: Box<dyn ToolSettings>) -> Self {
+        self.tool_settings = settings;
+        self
+    }
+
+    /// Gives the runner the platform clock, read after each step so that a
+    /// slow step commits (and schedules its next wake-up) at the right time.
+    pub fn with_clock(mut self, clock: fn() -> Millis) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// The runner that advances this server's tasks.
     pub fn runner(&self) -> Runner<'_, S> {
-        Runner {
-            store: &self.store,
-            tools: &self.tools,
-            id: &self.runner_id,
-            lease_ms: self.config.lease_ms,
-            server_info: &self.server_info,
-        }
+        let mut r = Runner::new(
+            &self.store,
+            &self.tools,
+            &self.runner_id,
+            self.config.lease_ms,
+            &self.server_info,
+            &self.config.state_secret,
+        );
+        r.retry = self.config.retry;
+        r.outbound = self.outbound.as_ref();
+        r.policy = &self.config.outbound;
+        r.settings = self.tool_settings.as_ref();
+        r.clock = self.clock.as_ref().map(|c| c as &dyn Fn() -> Millis);
+        r
     }
 
     /// Advances due work: up to the configured budget of due tasks, one
@@ -617,6 +654,7 @@ impl<S: Store> Server<S> {
                     cancel_requested: false,
                     lease: None,
                     steps: 0,
+                    attempts: 0,
                 };
                 let record = self
                     .persist_new(record, verified.as_ref().map(|v| v.nonce.as_str()), ctx)

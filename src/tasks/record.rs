@@ -85,6 +85,14 @@ pub struct TaskRecord {
     /// Committed steps so far.
     #[serde(default)]
     pub steps: u64,
+    /// Attempts started at the current step (reset when a step makes
+    /// progress).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A change to a task's lifecycle, with the data it brings.
@@ -362,6 +370,7 @@ mod tests {
             cancel_requested: false,
             lease: None,
             steps: 0,
+            attempts: 0,
         }
     }
 

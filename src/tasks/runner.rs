@@ -1,21 +1,32 @@
 //! The runner: advances due tasks one step at a time.
 //!
-//! For each due task: **claim** (write a lease with compare-and-swap),
-//! **step** (a pure call into the tool), **commit** (compare-and-swap on the
-//! leased version). The version is the fence: a runner whose lease was taken
-//! over, or whose record a client changed meanwhile, cannot commit on top.
-//! After a conflict the runner re-reads; if its lease still stands it runs
-//! the step again on the fresh record (steps are pure), so a client's
-//! `tasks/cancel` or `tasks/update` that raced the step is kept and honoured.
-//! A runner also refuses to commit once its own lease has expired.
+//! For each due task: **claim** (write a lease with compare-and-swap and
+//! count an attempt), **step** (the tool's `async` step, which may call
+//! remote APIs through its [`StepContext`]), **commit** (compare-and-swap on
+//! the leased version). The version is the fence: a runner whose lease was
+//! taken over cannot commit on top. After a conflict with a client (a
+//! `tasks/cancel` that raced the step) the runner re-reads and applies the
+//! same outcome on the fresh record, where the cancellation wins over more
+//! work: a step is never re-run because its commit lost a race. A runner
+//! also refuses to commit once its own lease has expired (the step overran
+//! its deadline and will run again, at least once semantics).
+//!
+//! Attempts: each claim counts one. A step that asks to retry backs off
+//! exponentially; a step that reaches [`RetryPolicy::max_attempts`] without
+//! a result (it keeps asking to retry, or its runner keeps dying) ends its
+//! task `failed`, so a poison task leaves the due index.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{load, save};
-use crate::error::RpcError;
+use crate::crypto::{b64url, hmac_sha256};
+use crate::error::{RpcError, truncate};
+use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
 use crate::protocol::tasks::TaskStatus;
 use crate::store::{Store, StoreError, Version};
 use crate::time::Millis;
-use crate::tools::{StepContext, StepOutcome, ToolSet};
+use crate::tools::{
+    CancelProbe, StepContext, StepEnv, StepOutcome, ToolSet, ToolSettings, no_settings,
+};
 use serde_json::Value;
 
 /// How often a commit is retried after a client changed the record.
@@ -74,6 +85,9 @@ pub struct Claim {
 #[derive(Debug)]
 pub enum ClaimOutcome {
     Claimed(Box<Claim>),
+    /// The step had already started the maximum number of attempts without
+    /// a result: the task was failed.
+    GaveUp,
     /// Past its TTL: deleted.
     Purged,
     /// A cancellation request was honoured at this step boundary.
@@ -93,6 +107,44 @@ pub enum CommitOutcome {
     Fenced,
 }
 
+/// How a step that fails is tried again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts a step may start before its task fails.
+    pub max_attempts: u32,
+    /// The first backoff; each further attempt doubles it.
+    pub base_ms: u64,
+    /// The longest backoff.
+    pub cap_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            base_ms: 1_000,
+            cap_ms: 60_000,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `attempts + 1`, after `attempts` failed.
+    pub fn backoff(&self, attempts: u32, asked: Option<u64>) -> u64 {
+        let exp = self
+            .base_ms
+            .saturating_mul(1u64 << attempts.saturating_sub(1).min(32));
+        asked.unwrap_or(exp).min(self.cap_ms)
+    }
+}
+
+static NO_OUTBOUND: NoOutbound = NoOutbound;
+static NO_POLICY: OutboundPolicy = OutboundPolicy {
+    allow: Vec::new(),
+    max_response_bytes: 0,
+};
+static NO_SETTINGS: fn(&str) -> Option<String> = no_settings;
+
 /// A runner over one store and tool set.
 pub struct Runner<'a, S: Store> {
     pub store: &'a S,
@@ -102,13 +154,78 @@ pub struct Runner<'a, S: Store> {
     pub lease_ms: u64,
     /// The server's identity, rendered into completed results.
     pub server_info: &'a Value,
+    /// Keys the idempotency keys handed to steps.
+    pub secret: &'a [u8],
+    pub retry: RetryPolicy,
+    /// The platform clock, read after a step to commit at the right time;
+    /// `None` commits at the tick's `now`.
+    pub clock: Option<&'a dyn Fn() -> Millis>,
+    pub outbound: &'a dyn Outbound,
+    pub policy: &'a OutboundPolicy,
+    pub settings: &'a dyn ToolSettings,
 }
 
 fn io(e: StoreError) -> RpcError {
     super::store_unavailable(&e)
 }
 
-impl<S: Store> Runner<'_, S> {
+/// The idempotency key of step `step` of task `id`: the same on every
+/// attempt and every replica (keyed by the shared state secret).
+pub fn idempotency_key(secret: &[u8], id: &str, step: u64) -> String {
+    let tag = hmac_sha256(
+        secret,
+        &[
+            b"mcp-tasks-edge/idempotency/v1",
+            id.as_bytes(),
+            &step.to_be_bytes(),
+        ],
+    );
+    format!("idem_{}", b64url(tag.get(..18).unwrap_or(&tag)))
+}
+
+/// Reads the task to tell a step whether cancellation was requested.
+struct StoreProbe<'a, S: Store> {
+    store: &'a S,
+    id: &'a str,
+}
+
+impl<S: Store> CancelProbe for StoreProbe<'_, S> {
+    fn cancel_requested<'b>(&'b self) -> LocalFuture<'b, bool> {
+        Box::pin(async move {
+            match load(self.store, self.id).await {
+                Ok(Some((_, r))) => r.cancel_requested || r.status() == TaskStatus::Cancelled,
+                _ => false,
+            }
+        })
+    }
+}
+
+impl<'a, S: Store> Runner<'a, S> {
+    /// A runner with no outbound HTTP, no tool settings, the default retry
+    /// policy and the tick's time as its clock.
+    pub fn new(
+        store: &'a S,
+        tools: &'a ToolSet,
+        id: &'a str,
+        lease_ms: u64,
+        server_info: &'a Value,
+        secret: &'a [u8],
+    ) -> Self {
+        Runner {
+            store,
+            tools,
+            id,
+            lease_ms,
+            server_info,
+            secret,
+            retry: RetryPolicy::default(),
+            clock: None,
+            outbound: &NO_OUTBOUND,
+            policy: &NO_POLICY,
+            settings: &NO_SETTINGS,
+        }
+    }
+
     /// Advances up to `budget` due tasks by one step each.
     pub async fn tick(&self, now: Millis, budget: usize) -> TickReport {
         let mut report = TickReport::default();
@@ -139,11 +256,17 @@ impl<S: Store> Runner<'_, S> {
                 report.finished += 1;
                 return;
             }
+            Ok(ClaimOutcome::GaveUp) => {
+                report.finished += 1;
+                report.errors += 1;
+                return;
+            }
             Ok(ClaimOutcome::Skipped) => return report.skipped += 1,
             Err(_) => return report.errors += 1,
         };
-        let outcome = self.step(&claim, now);
-        match self.commit(claim, outcome, now).await {
+        let outcome = self.step(&claim, now).await;
+        let done = self.clock.map_or(now, |c| c().max(now));
+        match self.commit(claim, outcome, done).await {
             Ok(CommitOutcome::Committed(status)) => {
                 report.stepped += 1;
                 if status.is_terminal() {
@@ -191,6 +314,26 @@ impl<S: Store> Runner<'_, S> {
         if !due {
             return Ok(ClaimOutcome::Skipped);
         }
+        if record.attempts >= self.retry.max_attempts {
+            // Every attempt so far started and never committed: its runner
+            // died, trapped or overran the deadline. Stop here.
+            record.lease = None;
+            let change = Change::Fail {
+                error: RpcError::internal(format!(
+                    "Internal error: the step did not finish after {} attempts.",
+                    record.attempts
+                )),
+                message: None,
+            };
+            if record.apply(change, now).is_err() {
+                return Ok(ClaimOutcome::Skipped);
+            }
+            return match save(self.store, Some(version), &record, self.server_info).await? {
+                Ok(_) => Ok(ClaimOutcome::GaveUp),
+                Err(_) => Ok(ClaimOutcome::Skipped),
+            };
+        }
+        record.attempts = record.attempts.saturating_add(1);
         let lease = Lease {
             runner: self.id.to_owned(),
             expires_at: now.saturating_add(self.lease_ms as i64),
@@ -206,28 +349,53 @@ impl<S: Store> Runner<'_, S> {
         }
     }
 
-    /// Runs the tool's step on the claimed record. Pure: no I/O.
-    pub fn step(&self, claim: &Claim, now: Millis) -> StepOutcome {
+    /// When a step started at `now` under `lease` must be done: a margin
+    /// before the lease ends, so that its commit still lands in time.
+    fn deadline(&self, lease: &Lease) -> Millis {
+        let margin = (self.lease_ms / 5).min(5_000) as i64;
+        lease.expires_at.saturating_sub(margin)
+    }
+
+    /// Runs the tool's step on the claimed record.
+    pub async fn step(&self, claim: &Claim, now: Millis) -> StepOutcome {
         let r = &claim.record;
         let Some(tool) = self.tools.get(&r.tool) else {
             return StepOutcome::Fail(RpcError::internal(
                 "Internal error: the task's tool is no longer available.",
             ));
         };
-        tool.step(&StepContext {
+        let probe = StoreProbe {
+            store: self.store,
+            id: &r.id,
+        };
+        let cx = StepContext {
             now,
+            deadline: self.deadline(&claim.lease),
+            task_id: &r.id,
+            step: r.steps,
+            attempt: r.attempts.max(1),
             arguments: &r.arguments,
             state: &r.state,
             answers: &r.answers,
             capabilities: &r.capabilities,
-        })
+            idempotency_key: idempotency_key(self.secret, &r.id, r.steps),
+            env: StepEnv {
+                outbound: self.outbound,
+                policy: self.policy,
+                settings: self.settings,
+                cancel: &probe,
+            },
+        };
+        tool.step(&cx).await
     }
 
     /// Commits a step's outcome with compare-and-swap on the leased version.
+    /// After a conflict with a client's change, the same outcome is applied
+    /// on the fresh record (the step is not run again).
     pub async fn commit(
         &self,
         mut claim: Claim,
-        mut outcome: StepOutcome,
+        outcome: StepOutcome,
         now: Millis,
     ) -> Result<CommitOutcome, RpcError> {
         for _ in 0..COMMIT_ATTEMPTS {
@@ -235,13 +403,13 @@ impl<S: Store> Runner<'_, S> {
                 return Ok(CommitOutcome::LeaseExpired);
             }
             let mut record = claim.record.clone();
-            apply_outcome(&mut record, outcome.clone(), now);
+            apply_outcome(&mut record, outcome.clone(), now, &self.retry);
             match save(self.store, Some(claim.version), &record, self.server_info).await? {
                 Ok(_) => return Ok(CommitOutcome::Committed(record.status())),
                 Err(_) => {
                     // Someone wrote since the lease: a client (keep its change
-                    // and step again on top of it) or a runner that took the
-                    // task over (stop).
+                    // and apply the outcome on top of it) or a runner that
+                    // took the task over (stop).
                     let Some((version, fresh)) = load(self.store, &claim.record.id).await? else {
                         return Ok(CommitOutcome::Fenced);
                     };
@@ -255,7 +423,6 @@ impl<S: Store> Runner<'_, S> {
                         record: fresh,
                         lease: claim.lease,
                     };
-                    outcome = self.step(&claim, now);
                 }
             }
         }
@@ -266,15 +433,45 @@ impl<S: Store> Runner<'_, S> {
 /// Applies a step's outcome to the record being committed: the lease ends,
 /// a pending cancellation wins over more work (but not over a result the
 /// step already produced), and a tool that breaks the rules fails its task.
-fn apply_outcome(record: &mut TaskRecord, outcome: StepOutcome, now: Millis) {
+fn apply_outcome(record: &mut TaskRecord, outcome: StepOutcome, now: Millis, retry: &RetryPolicy) {
     record.lease = None;
-    record.steps += 1;
+    if matches!(outcome, StepOutcome::Retry { .. }) {
+        // The same step runs again: same step number, same key.
+    } else {
+        record.steps += 1;
+        record.attempts = 0;
+    }
     let change = match outcome {
-        StepOutcome::Continue { .. } | StepOutcome::NeedInput { .. } if record.cancel_requested => {
+        StepOutcome::Continue { .. }
+        | StepOutcome::NeedInput { .. }
+        | StepOutcome::Retry { .. }
+            if record.cancel_requested =>
+        {
             Change::Cancel {
                 message: Some("Cancelled at the client's request.".to_owned()),
             }
         }
+        StepOutcome::Retry { error, .. } if record.attempts >= retry.max_attempts => Change::Fail {
+            error: RpcError::internal(format!(
+                "The step failed after {} attempts: {}",
+                record.attempts,
+                truncate(&error, 300)
+            )),
+            message: None,
+        },
+        StepOutcome::Retry { error, after_ms } => Change::StepDone {
+            state: record.state.clone(),
+            wake_at: now.saturating_add(
+                retry
+                    .backoff(record.attempts, after_ms)
+                    .min(i64::MAX as u64) as i64,
+            ),
+            message: Some(format!(
+                "Attempt {} failed ({}); retrying.",
+                record.attempts,
+                truncate(&error, 200)
+            )),
+        },
         StepOutcome::Continue {
             state,
             wake_in_ms,

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    CallError, CallPlan, Requirements, StepContext, StepOutcome, TaskStart, TaskSupport, Tool,
-    ToolCall, form_schema,
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
+    TaskSupport, Tool, ToolCall, form_schema, ready,
 };
 use crate::error::RpcError;
 use crate::protocol::tools::{
@@ -88,56 +88,58 @@ impl Tool for GenerateReport {
         }))
     }
 
-    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
-        let size = match step.args::<Args>(NAME) {
-            Ok(a) => a.size.as_str(),
-            Err(e) => return StepOutcome::Fail(e),
-        };
-        match step.state.get("phase").and_then(Value::as_str) {
-            Some("outline") => {
-                let mut requests = InputRequests::new();
-                requests.insert(
-                    APPROVE.to_owned(),
-                    InputRequest::elicit_form(
-                        "Approve the generated report outline?",
-                        form_schema(
-                            json!({"approved": {"type": "boolean", "title": "Approve outline"}}),
-                            &["approved"],
+    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            let size = match step.args::<Args>(NAME) {
+                Ok(a) => a.size.as_str(),
+                Err(e) => return StepOutcome::Fail(e),
+            };
+            match step.state().get("phase").and_then(Value::as_str) {
+                Some("outline") => {
+                    let mut requests = InputRequests::new();
+                    requests.insert(
+                        APPROVE.to_owned(),
+                        InputRequest::elicit_form(
+                            "Approve the generated report outline?",
+                            form_schema(
+                                json!({"approved": {"type": "boolean", "title": "Approve outline"}}),
+                                &["approved"],
+                            ),
                         ),
-                    ),
-                );
-                StepOutcome::NeedInput {
-                    state: json!({"phase": "render"}),
-                    requests,
-                    message: Some("Waiting for outline approval.".to_owned()),
-                }
-            }
-            Some("render") => {
-                let answer = step.answer(APPROVE);
-                if answer
-                    .as_ref()
-                    .is_some_and(|a| a.action == ElicitAction::Cancel)
-                {
-                    return StepOutcome::Cancel(
-                        "The user cancelled the outline approval.".to_owned(),
                     );
+                    StepOutcome::NeedInput {
+                        state: json!({"phase": "render"}),
+                        requests,
+                        message: Some("Waiting for outline approval.".to_owned()),
+                    }
                 }
-                let approved = answer
-                    .as_ref()
-                    .and_then(|a| a.accepted("approved"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let text = if approved {
-                    format!("Generated {size} report with approved outline.")
-                } else {
-                    format!("No {size} report was generated: the outline was not approved.")
-                };
-                StepOutcome::Complete(CallToolResult::structured(
-                    text,
-                    json!({"size": size, "approved": approved}),
-                ))
+                Some("render") => {
+                    let answer = step.answer(APPROVE);
+                    if answer
+                        .as_ref()
+                        .is_some_and(|a| a.action == ElicitAction::Cancel)
+                    {
+                        return StepOutcome::Cancel(
+                            "The user cancelled the outline approval.".to_owned(),
+                        );
+                    }
+                    let approved = answer
+                        .as_ref()
+                        .and_then(|a| a.accepted("approved"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                    let text = if approved {
+                        format!("Generated {size} report with approved outline.")
+                    } else {
+                        format!("No {size} report was generated: the outline was not approved.")
+                    };
+                    StepOutcome::Complete(CallToolResult::structured(
+                        text,
+                        json!({"size": size, "approved": approved}),
+                    ))
+                }
+                _ => StepOutcome::Fail(RpcError::internal("Internal error: unknown report phase.")),
             }
-            _ => StepOutcome::Fail(RpcError::internal("Internal error: unknown report phase.")),
-        }
+        })())
     }
 }

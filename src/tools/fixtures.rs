@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    CallError, CallPlan, Requirements, StepContext, StepOutcome, TaskStart, TaskSupport, Tool,
-    ToolCall, form_schema,
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
+    TaskSupport, Tool, ToolCall, form_schema, ready,
 };
 use crate::error::{ErrorCode, RpcError};
 use crate::protocol::tools::{
@@ -66,7 +66,7 @@ fn input_task(message: &str) -> CallPlan {
 }
 
 fn phase<'a>(step: &'a StepContext<'_>) -> Option<&'a str> {
-    step.state.get("phase").and_then(Value::as_str)
+    step.state().get("phase").and_then(Value::as_str)
 }
 
 /// `greet {name}`: always synchronous.
@@ -158,11 +158,11 @@ impl Tool for SlowCompute {
             message: Some("Computing.".to_owned()),
         }))
     }
-    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
-        match SlowArgs::parse(step.arguments) {
+    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| match SlowArgs::parse(step.arguments()) {
             Ok(a) => StepOutcome::Complete(a.result()),
             Err(e) => StepOutcome::Fail(RpcError::internal(e)),
-        }
+        })())
     }
 }
 
@@ -186,10 +186,12 @@ impl Tool for FailingJob {
     fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
         Ok(one_second_task("Running a job that will fail."))
     }
-    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
-        StepOutcome::Complete(CallToolResult::error(
-            "The job failed: simulated tool error.",
-        ))
+    fn step<'a>(&'a self, _step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            StepOutcome::Complete(CallToolResult::error(
+                "The job failed: simulated tool error.",
+            ))
+        })())
     }
 }
 
@@ -214,11 +216,13 @@ impl Tool for ProtocolErrorJob {
             "Running a job that will hit a protocol error.",
         ))
     }
-    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
-        StepOutcome::Fail(RpcError::new(
-            ErrorCode::INTERNAL_ERROR,
-            "Internal error: the job hit a simulated protocol error.",
-        ))
+    fn step<'a>(&'a self, _step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            StepOutcome::Fail(RpcError::new(
+                ErrorCode::INTERNAL_ERROR,
+                "Internal error: the job hit a simulated protocol error.",
+            ))
+        })())
     }
 }
 
@@ -247,44 +251,46 @@ impl Tool for ConfirmDelete {
         call.args::<DeleteArgs>("confirm_delete")?;
         Ok(input_task("Preparing to delete."))
     }
-    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
-        let file = match step.args::<DeleteArgs>("confirm_delete") {
-            Ok(a) => a.filename,
-            Err(e) => return StepOutcome::Fail(e),
-        };
-        if phase(step) == Some("ask") {
-            return StepOutcome::NeedInput {
-                state: json!({"phase": "decide"}),
-                requests: ask(
-                    "confirm",
-                    &format!("Delete {file}?"),
-                    "confirm",
-                    json!({"type": "boolean", "title": "Confirm deletion"}),
-                ),
-                message: Some("Waiting for confirmation.".to_owned()),
+    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            let file = match step.args::<DeleteArgs>("confirm_delete") {
+                Ok(a) => a.filename,
+                Err(e) => return StepOutcome::Fail(e),
             };
-        }
-        let answer = step.answer("confirm");
-        if answer
-            .as_ref()
-            .is_some_and(|a| a.action == ElicitAction::Cancel)
-        {
-            return StepOutcome::Cancel("The user cancelled the deletion.".to_owned());
-        }
-        let confirmed = answer
-            .as_ref()
-            .and_then(|a| a.accepted("confirm"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let text = if confirmed {
-            format!("Deleted {file}.")
-        } else {
-            format!("Kept {file}: deletion was not confirmed.")
-        };
-        StepOutcome::Complete(CallToolResult::structured(
-            text,
-            json!({"filename": file, "deleted": confirmed}),
-        ))
+            if phase(step) == Some("ask") {
+                return StepOutcome::NeedInput {
+                    state: json!({"phase": "decide"}),
+                    requests: ask(
+                        "confirm",
+                        &format!("Delete {file}?"),
+                        "confirm",
+                        json!({"type": "boolean", "title": "Confirm deletion"}),
+                    ),
+                    message: Some("Waiting for confirmation.".to_owned()),
+                };
+            }
+            let answer = step.answer("confirm");
+            if answer
+                .as_ref()
+                .is_some_and(|a| a.action == ElicitAction::Cancel)
+            {
+                return StepOutcome::Cancel("The user cancelled the deletion.".to_owned());
+            }
+            let confirmed = answer
+                .as_ref()
+                .and_then(|a| a.accepted("confirm"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let text = if confirmed {
+                format!("Deleted {file}.")
+            } else {
+                format!("Kept {file}: deletion was not confirmed.")
+            };
+            StepOutcome::Complete(CallToolResult::structured(
+                text,
+                json!({"filename": file, "deleted": confirmed}),
+            ))
+        })())
     }
 }
 
@@ -307,42 +313,44 @@ impl Tool for MultiInput {
     fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
         Ok(input_task("Preparing questions."))
     }
-    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
-        if phase(step) == Some("ask") {
-            let mut requests = ask(
-                "reviewer",
-                "Who reviews the change?",
-                "name",
-                json!({"type": "string"}),
-            );
-            requests.extend(ask(
-                "approval",
-                "Approve the change?",
-                "confirm",
-                json!({"type": "boolean"}),
-            ));
-            return StepOutcome::NeedInput {
-                state: json!({"phase": "answer"}),
-                requests,
-                message: Some("Waiting for two answers.".to_owned()),
-            };
-        }
-        let reviewer = step
-            .answer("reviewer")
-            .and_then(|a| {
-                a.accepted("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| "nobody".to_owned());
-        let approved = step
-            .answer("approval")
-            .and_then(|a| a.accepted("confirm").and_then(Value::as_bool))
-            .unwrap_or(false);
-        StepOutcome::Complete(CallToolResult::structured(
-            format!("Reviewer: {reviewer}; approved: {approved}."),
-            json!({"reviewer": reviewer, "approved": approved}),
-        ))
+    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            if phase(step) == Some("ask") {
+                let mut requests = ask(
+                    "reviewer",
+                    "Who reviews the change?",
+                    "name",
+                    json!({"type": "string"}),
+                );
+                requests.extend(ask(
+                    "approval",
+                    "Approve the change?",
+                    "confirm",
+                    json!({"type": "boolean"}),
+                ));
+                return StepOutcome::NeedInput {
+                    state: json!({"phase": "answer"}),
+                    requests,
+                    message: Some("Waiting for two answers.".to_owned()),
+                };
+            }
+            let reviewer = step
+                .answer("reviewer")
+                .and_then(|a| {
+                    a.accepted("name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_else(|| "nobody".to_owned());
+            let approved = step
+                .answer("approval")
+                .and_then(|a| a.accepted("confirm").and_then(Value::as_bool))
+                .unwrap_or(false);
+            StepOutcome::Complete(CallToolResult::structured(
+                format!("Reviewer: {reviewer}; approved: {approved}."),
+                json!({"reviewer": reviewer, "approved": approved}),
+            ))
+        })())
     }
 }
 
@@ -387,15 +395,17 @@ impl Tool for TestToolWithTask {
             }),
         }
     }
-    fn step(&self, step: &StepContext<'_>) -> StepOutcome {
-        let name = step
-            .state
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("there");
-        StepOutcome::Complete(CallToolResult::text(format!(
-            "Hello, {name}! The task has finished."
-        )))
+    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready((|| {
+            let name = step
+                .state
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("there");
+            StepOutcome::Complete(CallToolResult::text(format!(
+                "Hello, {name}! The task has finished."
+            )))
+        })())
     }
 }
 

@@ -16,6 +16,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
+use crate::outbound::{
+    LocalFuture, Outbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
+};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::tools::{CallToolResult, ElicitResult, InputRequests, ToolDescriptor};
 use crate::time::Millis;
@@ -134,25 +137,207 @@ pub struct TaskStart {
     pub message: Option<String>,
 }
 
-/// What one step sees.
-pub struct StepContext<'a> {
-    pub now: Millis,
-    pub arguments: &'a Map<String, Value>,
-    pub state: &'a Value,
-    /// Responses to the input round that just ended, by key.
-    pub answers: &'a BTreeMap<String, Value>,
-    pub capabilities: &'a ClientCapabilities,
+/// A boxed step future (not `Send`: steps may hold platform handles).
+pub type StepFuture<'a> = LocalFuture<'a, StepOutcome>;
+
+/// Wraps an outcome a step decided without waiting on anything.
+pub fn ready<'a>(outcome: StepOutcome) -> StepFuture<'a> {
+    Box::pin(std::future::ready(outcome))
 }
 
-impl StepContext<'_> {
+/// A tool setting or secret, read from the runtime's environment (a Worker
+/// variable or secret, the component's environment). Names starting with
+/// `MCP_` are the server's own and never reach a tool.
+pub trait ToolSettings {
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+impl<F: Fn(&str) -> Option<String>> ToolSettings for F {
+    fn get(&self, name: &str) -> Option<String> {
+        self(name)
+    }
+}
+
+/// No settings at all.
+pub fn no_settings(_: &str) -> Option<String> {
+    None
+}
+
+/// A secret value. Its `Debug` and `Display` never show it; read it with
+/// [`Secret::expose`] where it is sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Tells a running step whether its task's cancellation was requested.
+pub trait CancelProbe {
+    fn cancel_requested<'a>(&'a self) -> LocalFuture<'a, bool>;
+}
+
+/// A probe for steps run outside a store (never cancelled).
+pub struct NeverCancelled;
+
+impl CancelProbe for NeverCancelled {
+    fn cancel_requested<'a>(&'a self) -> LocalFuture<'a, bool> {
+        Box::pin(std::future::ready(false))
+    }
+}
+
+/// What the runtime lends a step: outbound HTTP under the operator's
+/// policy, tool settings, and the task's cancellation flag.
+pub struct StepEnv<'a> {
+    pub outbound: &'a dyn Outbound,
+    pub policy: &'a OutboundPolicy,
+    pub settings: &'a dyn ToolSettings,
+    pub cancel: &'a dyn CancelProbe,
+}
+
+/// What one step sees, and the capabilities it may use.
+///
+/// Steps are **at least once**: a runner that stops after a remote call and
+/// before its commit (a crash, a trap, an overrun deadline) leaves the step
+/// to run again, with the same [`idempotency_key`](Self::idempotency_key).
+/// Pass that key to remote APIs that accept one.
+pub struct StepContext<'a> {
+    pub(crate) now: Millis,
+    pub(crate) deadline: Millis,
+    pub(crate) task_id: &'a str,
+    pub(crate) step: u64,
+    pub(crate) attempt: u32,
+    pub(crate) arguments: &'a Map<String, Value>,
+    pub(crate) state: &'a Value,
+    pub(crate) answers: &'a BTreeMap<String, Value>,
+    pub(crate) capabilities: &'a ClientCapabilities,
+    pub(crate) idempotency_key: String,
+    pub(crate) env: StepEnv<'a>,
+}
+
+impl<'a> StepContext<'a> {
+    /// The time the step started (ms since the epoch).
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    /// When the step must be done: its lease ends soon after, and a step
+    /// still running then is abandoned and run again.
+    pub fn deadline(&self) -> Millis {
+        self.deadline
+    }
+
+    /// The task's id.
+    pub fn task_id(&self) -> &str {
+        self.task_id
+    }
+
+    /// Steps committed before this one (0 for the first).
+    pub fn step_number(&self) -> u64 {
+        self.step
+    }
+
+    /// Which attempt at this step this is (1 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// A key unique to this task and step number, the same on every attempt
+    /// and on every replica: pass it to remote APIs as their idempotency key.
+    pub fn idempotency_key(&self) -> &str {
+        &self.idempotency_key
+    }
+
+    /// The task's arguments, as stored when it was created.
+    pub fn arguments(&self) -> &Map<String, Value> {
+        self.arguments
+    }
+
+    /// The tool's state, as the previous step left it.
+    pub fn state(&self) -> &Value {
+        self.state
+    }
+
+    /// The client's capabilities when it created the task.
+    pub fn capabilities(&self) -> &ClientCapabilities {
+        self.capabilities
+    }
+
     /// The task's arguments, validated when it was created.
     pub fn args<T: DeserializeOwned>(&self, tool: &str) -> Result<T, RpcError> {
         parse_args(tool, self.arguments).map_err(RpcError::internal)
     }
 
+    /// The answer under `key` to the input round that just ended, as `T`
+    /// (for example [`ElicitResult`]).
+    pub fn answer_as<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        T::deserialize(self.answers.get(key)?).ok()
+    }
+
     /// The elicitation answer under `key`, if one arrived.
     pub fn answer(&self, key: &str) -> Option<ElicitResult> {
-        serde_json::from_value(self.answers.get(key)?.clone()).ok()
+        self.answer_as(key)
+    }
+
+    /// A tool setting (`None` for unset names and for the server's own
+    /// `MCP_*` settings).
+    pub fn setting(&self, name: &str) -> Option<String> {
+        if name.starts_with("MCP_") {
+            return None;
+        }
+        self.env.settings.get(name)
+    }
+
+    /// A tool secret: like [`setting`](Self::setting), wrapped so that it
+    /// is never logged by accident.
+    pub fn secret(&self, name: &str) -> Option<Secret> {
+        self.setting(name).map(Secret)
+    }
+
+    /// Whether the client asked to cancel the task since the step started
+    /// (reads the task once). A step that sees it should stop early; the
+    /// runner ends the task `cancelled` at the step's commit either way.
+    pub async fn cancel_requested(&self) -> bool {
+        self.env.cancel.cancel_requested().await
+    }
+
+    /// Sends an HTTP request. The origin must be on the operator's
+    /// allow-list; the timeout is cut to the step's deadline; the response
+    /// body is capped.
+    pub async fn fetch(
+        &self,
+        mut request: OutboundRequest,
+    ) -> Result<OutboundResponse, OutboundError> {
+        if let Err(e) = self.env.policy.check(&request.url) {
+            let line = serde_json::json!({
+                "event": "outbound-refused", "task": self.task_id, "reason": e.to_string(),
+            });
+            self.env.outbound.log(&line.to_string());
+            return Err(e);
+        }
+        let left = self.deadline.saturating_sub(self.now).max(0) as u64;
+        request.timeout_ms = request.timeout_ms.min(left);
+        if request.timeout_ms == 0 {
+            return Err(OutboundError::Timeout);
+        }
+        self.env
+            .outbound
+            .send(request, self.env.policy.max_response_bytes)
+            .await
     }
 }
 
@@ -177,9 +362,33 @@ pub enum StepOutcome {
     Fail(RpcError),
     /// The user cancelled through an input response.
     Cancel(String),
+    /// This step did not succeed and should run again (same step number,
+    /// same idempotency key) after a backoff: `after_ms` if given, else
+    /// exponential from the runner's base, capped. After the runner's
+    /// maximum number of attempts the task ends `failed` with `error`.
+    Retry {
+        error: String,
+        after_ms: Option<u64>,
+    },
 }
 
 /// A tool.
+///
+/// # Step semantics
+///
+/// - A step runs under a lease; its outcome is committed with
+///   compare-and-swap on the leased version. A step is **never re-run**
+///   because its commit raced a client: a `tasks/cancel` that arrived
+///   meanwhile wins over more work, and the outcome is applied on top of the
+///   fresh record.
+/// - Steps are **at least once**: a runner that stops during a step (a
+///   crash, a trap, a deadline overrun) leaves its lease to expire, and the
+///   step runs again with the same idempotency key.
+/// - Every start of a step counts as an attempt. [`StepOutcome::Retry`]
+///   backs off and tries again; a step that has started the maximum number
+///   of attempts without a result (it keeps asking to retry, or keeps
+///   crashing) ends its task `failed`, so a poison task never wedges the
+///   runner.
 pub trait Tool: Send + Sync {
     fn descriptor(&self) -> ToolDescriptor;
 
@@ -189,10 +398,10 @@ pub trait Tool: Send + Sync {
     fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError>;
 
     /// Advances a task one step. Only task tools implement it.
-    fn step(&self, _step: &StepContext<'_>) -> StepOutcome {
-        StepOutcome::Fail(RpcError::internal(
+    fn step<'a>(&'a self, _step: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready(StepOutcome::Fail(RpcError::internal(
             "Internal error: this tool has no steps.",
-        ))
+        )))
     }
 }
 

@@ -32,7 +32,7 @@ fn a_runner_paused_past_its_lease_cannot_commit() {
 
     // A claims, then stalls past its lease.
     let claim_a = claimed(block_on(a.server.runner().claim(&task, t1)).unwrap());
-    let out_a = a.server.runner().step(&claim_a, t1);
+    let out_a = block_on(a.server.runner().step(&claim_a, t1));
     // While A holds the lease, B cannot take the task.
     assert!(matches!(
         block_on(b.server.runner().claim(&task, t1 + 10)).unwrap(),
@@ -41,7 +41,7 @@ fn a_runner_paused_past_its_lease_cannot_commit() {
     // After it expires, B takes over and commits.
     let t2 = t1 + lease + 1;
     let claim_b = claimed(block_on(b.server.runner().claim(&task, t2)).unwrap());
-    let out_b = b.server.runner().step(&claim_b, t2);
+    let out_b = block_on(b.server.runner().step(&claim_b, t2));
     assert_eq!(
         block_on(b.server.runner().commit(claim_b, out_b, t2)).unwrap(),
         CommitOutcome::Committed(TaskStatus::Completed)
@@ -174,13 +174,16 @@ fn a_cancel_racing_a_lease_is_kept() {
             .unwrap();
         }),
     };
-    let runner = mcp_tasks_edge::tasks::runner::Runner {
-        store: &interleaved,
-        tools: &mcp_tasks_edge::tools::ToolSet::new(mcp_tasks_edge::tools::ToolSelection::All),
-        id: "r",
-        lease_ms: 30_000,
-        server_info: &json!({"name": "test", "version": "0"}),
-    };
+    let tools = mcp_tasks_edge::tools::ToolSet::new(mcp_tasks_edge::tools::ToolSelection::All);
+    let info = json!({"name": "test", "version": "0"});
+    let runner = mcp_tasks_edge::tasks::runner::Runner::new(
+        &interleaved,
+        &tools,
+        "r",
+        30_000,
+        &info,
+        b"test-secret-key",
+    );
     // The claim's write conflicts with the cancel: the runner backs off.
     assert!(matches!(
         block_on(runner.claim(&task, now)).unwrap(),

@@ -8,8 +8,8 @@ use mcp_tasks_edge::protocol::tools::{
 };
 use mcp_tasks_edge::server::Server;
 use mcp_tasks_edge::tools::{
-    CallError, CallPlan, Requirements, StepContext, StepOutcome, TaskStart, TaskSupport, Tool,
-    ToolCall, ToolSet,
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
+    TaskSupport, Tool, ToolCall, ToolSet, ready,
 };
 use serde_json::{Value, json};
 
@@ -132,8 +132,14 @@ impl Tool for ReusesKeys {
             message: None,
         }))
     }
-    fn step(&self, s: &StepContext<'_>) -> StepOutcome {
-        let round = s.state.as_i64().unwrap_or(0);
+    fn step<'a>(&'a self, s: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready(self.next(s))
+    }
+}
+
+impl ReusesKeys {
+    fn next(&self, s: &StepContext<'_>) -> StepOutcome {
+        let round = s.state().as_i64().unwrap_or(0);
         if round < 2 {
             let mut r = InputRequests::new();
             r.insert(
@@ -244,7 +250,7 @@ fn cancel_during_a_running_step_is_honoured_at_the_step_boundary() {
     // The client cancels while the step runs: only the intent is recorded.
     h.send("tasks/cancel", json!({"taskId": task}));
     assert_eq!(h.status(&task), "working");
-    let outcome = runner.step(&claim, h.now.get());
+    let outcome = mcp_tasks_edge::block_on(runner.step(&claim, h.now.get()));
     let committed = mcp_tasks_edge::block_on(runner.commit(claim, outcome, h.now.get())).unwrap();
     assert_eq!(
         committed,

@@ -49,13 +49,8 @@ async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
     {
         let store = SqliteStore::open(dir.path()).unwrap();
         let tools = ToolSet::new(ToolSelection::All);
-        let runner = Runner {
-            store: &store,
-            tools: &tools,
-            id: "crashed-runner",
-            lease_ms: 30_000,
-            server_info: &serde_json::json!({"name": "mcp-tasks-edge", "version": "0"}),
-        };
+        let info = serde_json::json!({"name": "mcp-tasks-edge", "version": "0"});
+        let runner = Runner::new(&store, &tools, "crashed-runner", 30_000, &info, b"secret");
         let claim = block_on(runner.claim(&compute, clock.now_ms())).unwrap();
         assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");
     }
