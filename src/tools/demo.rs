@@ -8,36 +8,30 @@
 //!   result, not an error);
 //! - `cancel` (the user dismissed the question): the task ends `cancelled`.
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use super::{
-    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
-    TaskSupport, Tool, ToolCall, form_schema, ready,
-};
-use crate::error::RpcError;
-use crate::protocol::tools::{
-    CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
-};
+use super::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
+use crate::protocol::tools::{ElicitAction, InputRequest, InputRequests};
 
 pub struct GenerateReport {
     /// How long drafting the outline takes.
     pub outline_ms: u64,
 }
 
-const NAME: &str = "generate_report";
 const APPROVE: &str = "approve_outline";
 
-#[derive(Deserialize)]
+#[derive(Clone, Copy, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-enum Size {
+pub enum Size {
     Small,
     Medium,
     Large,
 }
 
 impl Size {
-    fn as_str(&self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             Size::Small => "small",
             Size::Medium => "medium",
@@ -46,100 +40,88 @@ impl Size {
     }
 }
 
-#[derive(Deserialize)]
-struct Args {
+#[derive(Deserialize, JsonSchema)]
+pub struct Args {
+    /// How long the report should be.
     size: Size,
 }
 
-impl Tool for GenerateReport {
-    fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: NAME,
-            title: Some("Generate report"),
-            description: "Drafts a report outline, asks you to approve it, then generates the report. Runs as a durable task.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "size": {"type": "string", "enum": ["small", "medium", "large"], "description": "How long the report should be."}
-                },
-                "required": ["size"],
-            }),
-            output_schema: Some(json!({
-                "type": "object",
-                "properties": {
-                    "size": {"type": "string"},
-                    "approved": {"type": "boolean"}
-                },
-                "required": ["size", "approved"],
-            })),
-        }
-    }
+/// Where the report is.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "lowercase")]
+pub enum Phase {
+    Outline,
+    Render,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Report {
+    size: Size,
+    approved: bool,
+}
+
+impl TaskTool for GenerateReport {
+    type Args = Args;
+    type State = Phase;
+    type Output = Report;
+    const NAME: &'static str = "generate_report";
+    const TITLE: Option<&'static str> = Some("Generate report");
+    const DESCRIPTION: &'static str = "Drafts a report outline, asks you to approve it, then generates the report. Runs as a durable task.";
 
     fn requirements(&self) -> Requirements {
         Requirements::new(TaskSupport::Required).with_form_elicitation()
     }
 
-    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
-        call.args::<Args>(NAME)?;
-        Ok(CallPlan::Task(TaskStart {
-            state: json!({"phase": "outline"}),
-            first_step_in_ms: self.outline_ms,
-            message: Some("Preparing report outline.".to_owned()),
-        }))
+    fn start(&self, _args: &Args) -> Start<Phase> {
+        Start::now(Phase::Outline)
+            .after_ms(self.outline_ms)
+            .message("Preparing report outline.")
     }
 
-    fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
-            let size = match step.args::<Args>(NAME) {
-                Ok(a) => a.size.as_str(),
-                Err(e) => return StepOutcome::Fail(e),
-            };
-            match step.state().get("phase").and_then(Value::as_str) {
-                Some("outline") => {
-                    let mut requests = InputRequests::new();
-                    requests.insert(
-                        APPROVE.to_owned(),
-                        InputRequest::elicit_form(
-                            "Approve the generated report outline?",
-                            form_schema(
-                                json!({"approved": {"type": "boolean", "title": "Approve outline"}}),
-                                &["approved"],
-                            ),
+    async fn step(&self, args: Args, phase: Phase, cx: &StepContext<'_>) -> Step<Phase, Report> {
+        match phase {
+            Phase::Outline => {
+                let mut requests = InputRequests::new();
+                requests.insert(
+                    APPROVE.to_owned(),
+                    InputRequest::elicit_form(
+                        "Approve the generated report outline?",
+                        form_schema(
+                            json!({"approved": {"type": "boolean", "title": "Approve outline"}}),
+                            &["approved"],
                         ),
-                    );
-                    StepOutcome::NeedInput {
-                        state: json!({"phase": "render"}),
-                        requests,
-                        message: Some("Waiting for outline approval.".to_owned()),
-                    }
+                    ),
+                );
+                Step::NeedInput {
+                    state: Phase::Render,
+                    requests,
+                    message: Some("Waiting for outline approval.".to_owned()),
                 }
-                Some("render") => {
-                    let answer = step.answer(APPROVE);
-                    if answer
-                        .as_ref()
-                        .is_some_and(|a| a.action == ElicitAction::Cancel)
-                    {
-                        return StepOutcome::Cancel(
-                            "The user cancelled the outline approval.".to_owned(),
-                        );
-                    }
-                    let approved = answer
-                        .as_ref()
-                        .and_then(|a| a.accepted("approved"))
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false);
-                    let text = if approved {
-                        format!("Generated {size} report with approved outline.")
-                    } else {
-                        format!("No {size} report was generated: the outline was not approved.")
-                    };
-                    StepOutcome::Complete(CallToolResult::structured(
-                        text,
-                        json!({"size": size, "approved": approved}),
-                    ))
-                }
-                _ => StepOutcome::Fail(RpcError::internal("Internal error: unknown report phase.")),
             }
-        })())
+            Phase::Render => {
+                let answer = cx.answer(APPROVE);
+                if answer
+                    .as_ref()
+                    .is_some_and(|a| a.action == ElicitAction::Cancel)
+                {
+                    return Step::Cancel("The user cancelled the outline approval.".to_owned());
+                }
+                let approved = answer
+                    .as_ref()
+                    .and_then(|a| a.accepted("approved"))
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
+                let size = args.size.as_str();
+                let text = if approved {
+                    format!("Generated {size} report with approved outline.")
+                } else {
+                    format!("No {size} report was generated: the outline was not approved.")
+                };
+                Step::DoneWith(crate::protocol::tools::CallToolResult::structured(
+                    text,
+                    json!({"size": size, "approved": approved}),
+                ))
+            }
+        }
     }
 }

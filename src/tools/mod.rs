@@ -9,6 +9,10 @@
 mod demo;
 #[cfg(feature = "conformance-tools")]
 mod fixtures;
+mod job;
+mod typed;
+
+pub use typed::{Start, Step, SyncTool, TaskTool, schema_of, sync_tool, task_tool};
 
 use std::collections::BTreeMap;
 
@@ -451,7 +455,8 @@ impl ToolSet {
             list.extend(fixtures::all());
         }
         if matches!(selection, ToolSelection::Demo | ToolSelection::All) {
-            list.push(Box::new(demo::GenerateReport { outline_ms }));
+            list.push(task_tool(demo::GenerateReport { outline_ms }));
+            list.push(task_tool(job::RunJob));
         }
         ToolSet::from_tools(list)
     }
@@ -518,7 +523,7 @@ mod tests {
                 names[0], "greet",
                 "a tool that answers any call comes first"
             );
-            assert_eq!(names.len(), 11);
+            assert_eq!(names.len(), 12);
         }
         for d in set.descriptors() {
             let s = &d.input_schema;

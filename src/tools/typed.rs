@@ -1,0 +1,370 @@
+//! The typed tool API: a tool's arguments, task state and result are its
+//! own serde types, and its input and output schemas are generated from
+//! them ([`schemars`]).
+//!
+//! - [`SyncTool`]: answers at once (`run`).
+//! - [`TaskTool`]: a durable task; `start` picks the first state, and one
+//!   `async` [`step`](TaskTool::step) moves it on until it returns a result.
+//!
+//! Register either with [`sync_tool`] / [`task_tool`] into a
+//! [`ToolSet`](super::ToolSet).
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
+    TaskSupport, Tool, ToolCall, parse_args,
+};
+use crate::error::RpcError;
+use crate::protocol::tools::{CallToolResult, InputRequests, ToolDescriptor};
+
+/// The JSON Schema (2020-12, subschemas inlined) of `T`.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.meta_schema = None;
+        s.inline_subschemas = true;
+    });
+    let mut v = SchemaGenerator::new(settings)
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Value::Object(map) = &mut v {
+        map.remove("title");
+    }
+    v
+}
+
+/// The schema of `T` if it describes a JSON object (what `outputSchema`
+/// and `structuredContent` require).
+fn object_schema_of<T: JsonSchema>() -> Option<Value> {
+    let v = schema_of::<T>();
+    (v.get("type").and_then(Value::as_str) == Some("object")).then_some(v)
+}
+
+/// A tool's result as a `CallToolResult`: an object becomes structured
+/// content (with its JSON as the text), anything else text.
+fn result_of<O: Serialize>(output: &O) -> CallToolResult {
+    match serde_json::to_value(output) {
+        Ok(Value::String(text)) => CallToolResult::text(text),
+        Ok(v @ Value::Object(_)) => CallToolResult::structured(v.to_string(), v),
+        Ok(v) => CallToolResult::text(v.to_string()),
+        Err(_) => CallToolResult::error("Internal error: the tool's result could not be encoded."),
+    }
+}
+
+/// A tool that answers at once.
+///
+/// ```
+/// use mcp_tasks_edge::tools::{SyncTool, ToolSet, sync_tool};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// struct Greet;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Args {
+///     /// Who to greet.
+///     name: String,
+/// }
+///
+/// impl SyncTool for Greet {
+///     type Args = Args;
+///     type Output = String;
+///     const NAME: &'static str = "greet";
+///     const DESCRIPTION: &'static str = "Says hello.";
+///     fn run(&self, args: Args) -> Result<String, String> {
+///         Ok(format!("Hello, {}!", args.name))
+///     }
+/// }
+///
+/// let tools = ToolSet::from_tools(vec![sync_tool(Greet)]);
+/// assert_eq!(tools.descriptors()[0].input_schema["required"][0], "name");
+/// ```
+pub trait SyncTool: Send + Sync + 'static {
+    type Args: DeserializeOwned + JsonSchema;
+    /// A string is answered as text; a struct as structured content with
+    /// a generated `outputSchema`.
+    type Output: Serialize + JsonSchema;
+    const NAME: &'static str;
+    const TITLE: Option<&'static str> = None;
+    const DESCRIPTION: &'static str;
+
+    /// The answer, or a message for the model (an `isError` result).
+    fn run(&self, args: Self::Args) -> Result<Self::Output, String>;
+}
+
+/// How a task starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Start<S> {
+    pub state: S,
+    /// When the first step runs, from the call.
+    pub first_step_in_ms: u64,
+    /// The task's first `statusMessage`.
+    pub message: Option<String>,
+}
+
+impl<S> Start<S> {
+    /// The first step runs at once.
+    pub fn now(state: S) -> Self {
+        Start {
+            state,
+            first_step_in_ms: 0,
+            message: None,
+        }
+    }
+
+    pub fn after_ms(mut self, ms: u64) -> Self {
+        self.first_step_in_ms = ms;
+        self
+    }
+
+    pub fn message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+}
+
+/// What a typed step decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step<S, O> {
+    /// More work: the next step runs `wake_in_ms` from now, with `state`.
+    Continue {
+        state: S,
+        wake_in_ms: u64,
+        message: Option<String>,
+    },
+    /// Ask the client (keys must be new for this task); the next step runs
+    /// once every request is answered, with `state`.
+    NeedInput {
+        state: S,
+        requests: InputRequests,
+        message: Option<String>,
+    },
+    /// The task's result.
+    Done(O),
+    /// A result the tool built itself (for example an `isError` result).
+    DoneWith(CallToolResult),
+    /// Try this step again later (same idempotency key); after the
+    /// runner's maximum attempts the task fails with `error`.
+    Retry {
+        error: String,
+        after_ms: Option<u64>,
+    },
+    /// The task fails with this message.
+    Fail(String),
+    /// The task ends `cancelled` (for example the user declined to go on).
+    Cancel(String),
+}
+
+impl<S, O> Step<S, O> {
+    /// More work after `wake_in_ms`.
+    pub fn after(state: S, wake_in_ms: u64) -> Self {
+        Step::Continue {
+            state,
+            wake_in_ms,
+            message: None,
+        }
+    }
+
+    /// Try again after the runner's backoff.
+    pub fn retry(error: impl Into<String>) -> Self {
+        Step::Retry {
+            error: error.into(),
+            after_ms: None,
+        }
+    }
+}
+
+/// A durable task tool: a state type and one `async` step.
+///
+/// The step semantics (at least once, retries, attempts, cancellation) are
+/// those of [`Tool`](super::Tool). A step that calls a remote API passes
+/// [`StepContext::idempotency_key`] along, so that a repeated attempt does
+/// not do the work twice.
+///
+/// ```
+/// use mcp_tasks_edge::tools::{Start, Step, StepContext, TaskTool, task_tool, ToolSet};
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// struct Countdown;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Args { from: u32 }
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Left(u32);
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Output { done: bool }
+///
+/// impl TaskTool for Countdown {
+///     type Args = Args;
+///     type State = Left;
+///     type Output = Output;
+///     const NAME: &'static str = "countdown";
+///     const DESCRIPTION: &'static str = "Counts down, one step a second.";
+///     fn start(&self, args: &Args) -> Start<Left> {
+///         Start::now(Left(args.from))
+///     }
+///     async fn step(&self, _args: Args, state: Left, _cx: &StepContext<'_>) -> Step<Left, Output> {
+///         match state.0 {
+///             0 => Step::Done(Output { done: true }),
+///             n => Step::after(Left(n - 1), 1_000),
+///         }
+///     }
+/// }
+///
+/// let tools = ToolSet::from_tools(vec![task_tool(Countdown)]);
+/// assert!(tools.get("countdown").is_some());
+/// ```
+#[allow(async_fn_in_trait)] // steps run on single-threaded runtimes; no Send bound
+pub trait TaskTool: Send + Sync + 'static {
+    type Args: DeserializeOwned + JsonSchema;
+    type State: Serialize + DeserializeOwned;
+    type Output: Serialize + JsonSchema;
+    const NAME: &'static str;
+    const TITLE: Option<&'static str> = None;
+    const DESCRIPTION: &'static str;
+
+    /// What the client must support; by default the tasks extension.
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+
+    /// The first state, from the validated arguments.
+    fn start(&self, args: &Self::Args) -> Start<Self::State>;
+
+    /// Moves the task on by one step.
+    async fn step(
+        &self,
+        args: Self::Args,
+        state: Self::State,
+        cx: &StepContext<'_>,
+    ) -> Step<Self::State, Self::Output>;
+}
+
+/// Registers a [`SyncTool`].
+pub fn sync_tool<T: SyncTool>(tool: T) -> Box<dyn Tool> {
+    Box::new(SyncAdapter(tool))
+}
+
+/// Registers a [`TaskTool`].
+pub fn task_tool<T: TaskTool>(tool: T) -> Box<dyn Tool> {
+    Box::new(TaskAdapter(tool))
+}
+
+struct SyncAdapter<T>(T);
+
+impl<T: SyncTool> Tool for SyncAdapter<T> {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: T::NAME,
+            title: T::TITLE,
+            description: T::DESCRIPTION,
+            input_schema: schema_of::<T::Args>(),
+            output_schema: object_schema_of::<T::Output>(),
+        }
+    }
+
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let args = call.args::<T::Args>(T::NAME)?;
+        Ok(CallPlan::Result(match self.0.run(args) {
+            Ok(output) => result_of(&output),
+            Err(message) => CallToolResult::error(message),
+        }))
+    }
+}
+
+struct TaskAdapter<T>(T);
+
+impl<T: TaskTool> Tool for TaskAdapter<T> {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: T::NAME,
+            title: T::TITLE,
+            description: T::DESCRIPTION,
+            input_schema: schema_of::<T::Args>(),
+            output_schema: object_schema_of::<T::Output>(),
+        }
+    }
+
+    fn requirements(&self) -> Requirements {
+        self.0.requirements()
+    }
+
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let args = call.args::<T::Args>(T::NAME)?;
+        let start = self.0.start(&args);
+        let state = serde_json::to_value(&start.state).map_err(|_| {
+            RpcError::internal("Internal error: the task state could not be encoded.")
+        })?;
+        Ok(CallPlan::Task(TaskStart {
+            state,
+            first_step_in_ms: start.first_step_in_ms,
+            message: start.message,
+        }))
+    }
+
+    fn step<'a>(&'a self, cx: &'a StepContext<'a>) -> StepFuture<'a> {
+        Box::pin(async move {
+            let args = match parse_args::<T::Args>(T::NAME, cx.arguments()) {
+                Ok(a) => a,
+                Err(why) => return StepOutcome::Fail(RpcError::internal(why)),
+            };
+            let state = match T::State::deserialize(cx.state()) {
+                Ok(s) => s,
+                Err(_) => {
+                    return StepOutcome::Fail(RpcError::internal(
+                        "Internal error: the task's stored state could not be read.",
+                    ));
+                }
+            };
+            let encode = |state: T::State| {
+                serde_json::to_value(state).map_err(|_| {
+                    StepOutcome::Fail(RpcError::internal(
+                        "Internal error: the task state could not be encoded.",
+                    ))
+                })
+            };
+            match self.0.step(args, state, cx).await {
+                Step::Continue {
+                    state,
+                    wake_in_ms,
+                    message,
+                } => match encode(state) {
+                    Ok(state) => StepOutcome::Continue {
+                        state,
+                        wake_in_ms,
+                        message,
+                    },
+                    Err(fail) => fail,
+                },
+                Step::NeedInput {
+                    state,
+                    requests,
+                    message,
+                } => match encode(state) {
+                    Ok(state) => StepOutcome::NeedInput {
+                        state,
+                        requests,
+                        message,
+                    },
+                    Err(fail) => fail,
+                },
+                Step::Done(output) => StepOutcome::Complete(result_of(&output)),
+                Step::DoneWith(result) => StepOutcome::Complete(result),
+                Step::Retry { error, after_ms } => StepOutcome::Retry { error, after_ms },
+                Step::Fail(message) => StepOutcome::Fail(RpcError::internal(message)),
+                Step::Cancel(message) => StepOutcome::Cancel(message),
+            }
+        })
+    }
+}
