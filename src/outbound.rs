@@ -148,6 +148,20 @@ pub trait Outbound {
     fn log(&self, _line: &str) {}
 }
 
+impl<T: Outbound + ?Sized> Outbound for std::rc::Rc<T> {
+    fn send<'a>(
+        &'a self,
+        request: OutboundRequest,
+        max_body: usize,
+    ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
+        (**self).send(request, max_body)
+    }
+
+    fn log(&self, line: &str) {
+        (**self).log(line)
+    }
+}
+
 /// Refuses every request: the runtime offers no outbound HTTP.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoOutbound;

@@ -464,14 +464,17 @@ impl ToolSet {
     /// A registry of the given tools; a later tool with a name already
     /// taken is dropped.
     pub fn from_tools(list: Vec<Box<dyn Tool>>) -> Self {
-        let mut tools: Vec<(&'static str, Box<dyn Tool>)> = Vec::with_capacity(list.len());
-        for t in list {
-            let name = t.descriptor().name;
-            if tools.iter().all(|(have, _)| *have != name) {
-                tools.push((name, t));
-            }
+        list.into_iter()
+            .fold(ToolSet { tools: Vec::new() }, ToolSet::with)
+    }
+
+    /// The set with `tool` added at the end (unless its name is taken).
+    pub fn with(mut self, tool: Box<dyn Tool>) -> Self {
+        let name = tool.descriptor().name;
+        if self.tools.iter().all(|(have, _)| *have != name) {
+            self.tools.push((name, tool));
         }
-        ToolSet { tools }
+        self
     }
 
     /// The tool and its registered name.

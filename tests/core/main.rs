@@ -11,5 +11,6 @@ mod listen;
 mod model;
 mod ownership;
 mod round_trips;
+mod steps;
 mod support;
 mod transcript;

@@ -83,6 +83,15 @@ impl Harness {
         }
     }
 
+    /// Rebuilds the server (to lend it outbound HTTP, settings, a clock).
+    pub fn with_server(
+        mut self,
+        f: impl FnOnce(Server<SharedStore>) -> Server<SharedStore>,
+    ) -> Self {
+        self.server = f(self.server);
+        self
+    }
+
     pub fn owned_by(mut self, o: Owner) -> Self {
         self.owner = o;
         self

@@ -1,0 +1,448 @@
+//! Steps that do I/O: the `run_job` demo against an in-process upstream,
+//! retries with backoff, the attempt cap, the allow-list, cancellation seen
+//! by a running step, idempotency keys, and poison tasks.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::outbound::{
+    FakeOutbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
+};
+use mcp_tasks_edge::protocol::tools::{CallToolResult, ToolDescriptor};
+use mcp_tasks_edge::server::Config;
+use mcp_tasks_edge::store::MemoryStore;
+use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome, idempotency_key};
+use mcp_tasks_edge::tools::{
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
+    TaskSupport, Tool, ToolCall, ToolSet, ready,
+};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, config};
+
+const API: &str = "http://jobs.test/api";
+
+/// A job API in memory: `POST /jobs` answers from `submit` first (a queued
+/// status code), then creates (or finds, by idempotency key) a job that
+/// runs for `polls` polls.
+#[derive(Default)]
+struct Upstream {
+    submit: RefCell<VecDeque<u16>>,
+    polls: Cell<u32>,
+    jobs: RefCell<BTreeMap<String, (String, u32)>>,
+}
+
+fn respond(status: u16, body: Value) -> Result<OutboundResponse, OutboundError> {
+    Ok(OutboundResponse {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_string().into_bytes(),
+    })
+}
+
+impl Upstream {
+    fn answer(&self, req: &OutboundRequest) -> Result<OutboundResponse, OutboundError> {
+        let path = req.url.strip_prefix(API).unwrap_or("");
+        match (req.method.as_str(), path) {
+            ("POST", "/jobs") => {
+                if let Some(code) = self.submit.borrow_mut().pop_front() {
+                    return respond(code, json!({"error": "try later"}));
+                }
+                let key = req
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n == "idempotency-key")
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                let mut jobs = self.jobs.borrow_mut();
+                let n = jobs.len();
+                let (id, _) = jobs
+                    .entry(key)
+                    .or_insert_with(|| (format!("job-{}", n + 1), self.polls.get()));
+                respond(202, json!({"id": id}))
+            }
+            ("GET", p) if p.starts_with("/jobs/") => {
+                let id = &p["/jobs/".len()..];
+                let mut jobs = self.jobs.borrow_mut();
+                let Some((_, left)) = jobs.values_mut().find(|(j, _)| j == id) else {
+                    return respond(404, json!({}));
+                };
+                if *left > 0 {
+                    *left -= 1;
+                    return respond(200, json!({"status": "running"}));
+                }
+                respond(
+                    200,
+                    json!({"status": "succeeded", "result": {"answer": 42}}),
+                )
+            }
+            _ => respond(404, json!({})),
+        }
+    }
+}
+
+fn job_config() -> Config {
+    Config {
+        outbound: OutboundPolicy::allowing(&["http://jobs.test".to_owned()], 64 * 1024).unwrap(),
+        ..config()
+    }
+}
+
+/// A harness whose steps reach `upstream` through a fake client.
+fn harness(upstream: Rc<Upstream>, cfg: Config) -> (Harness, Rc<FakeOutbound>) {
+    let fake = Rc::new(FakeOutbound::new(move |req| upstream.answer(req)));
+    let out = fake.clone();
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, cfg).with_server(|s| {
+        s.with_outbound(Box::new(out))
+            .with_tool_settings(Box::new(|name: &str| match name {
+                "JOB_API_URL" => Some(API.to_owned()),
+                "JOB_API_KEY" => Some("sk-test".to_owned()),
+                "MCP_STATE_SECRET" => Some("leaked".to_owned()),
+                _ => None,
+            }))
+    });
+    (h, fake)
+}
+
+fn keys(fake: &FakeOutbound, method: &str) -> Vec<String> {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == method)
+        .map(|r| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n == "idempotency-key")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn confirm(h: &Harness, task: &str, confirmed: bool) {
+    h.ok(
+        "tasks/update",
+        json!({"taskId": task, "inputResponses": {
+            "confirm_result": {"action": "accept", "content": {"confirmed": confirmed}}
+        }}),
+    );
+}
+
+#[test]
+fn run_job_submits_polls_asks_and_returns_the_result() {
+    let upstream = Rc::new(Upstream::default());
+    upstream.polls.set(2);
+    let (h, fake) = harness(upstream.clone(), job_config());
+    let task = h.start("run_job", json!({"input": "numbers.csv"}));
+    let t = h.run_until_settled(&task, 300, 40);
+    assert_eq!(t["status"], "input_required", "{t}");
+    assert!(t["inputRequests"]["confirm_result"].is_object(), "{t}");
+    confirm(&h, &task, true);
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "completed", "{t}");
+    let sc = &t["result"]["structuredContent"];
+    assert_eq!(sc["job"], "job-1");
+    assert_eq!(sc["confirmed"], true);
+    assert_eq!(sc["result"]["answer"], 42);
+
+    let reqs = fake.requests();
+    let posts: Vec<_> = reqs.iter().filter(|r| r.method == "POST").collect();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].body, br#"{"input":"numbers.csv"}"#);
+    assert!(
+        posts[0]
+            .headers
+            .contains(&("authorization".into(), "Bearer sk-test".into())),
+        "the secret is sent where the tool puts it"
+    );
+    assert_eq!(reqs.iter().filter(|r| r.method == "GET").count(), 3);
+    let key = &keys(&fake, "POST")[0];
+    assert!(key.starts_with("idem_"), "{key}");
+    assert!(!key.contains(&task), "the key does not reveal the task id");
+}
+
+#[test]
+fn declining_completes_without_the_result() {
+    let (h, _) = harness(Rc::new(Upstream::default()), job_config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    assert_eq!(
+        h.run_until_settled(&task, 300, 20)["status"],
+        "input_required"
+    );
+    confirm(&h, &task, false);
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["structuredContent"]["confirmed"], false);
+    assert!(t["result"]["structuredContent"].get("result").is_none());
+}
+
+#[test]
+fn upstream_errors_are_retried_with_backoff_and_the_same_key() {
+    let upstream = Rc::new(Upstream::default());
+    upstream.submit.borrow_mut().extend([500, 429, 503]);
+    let (h, fake) = harness(upstream, job_config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    h.tick();
+    let t = h.get(&task);
+    assert_eq!(t["status"], "working");
+    assert!(
+        t["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("Attempt 1 failed"),
+        "{t}"
+    );
+    // The backoff doubles: nothing is due 999 ms later, the retry is at 1 s.
+    h.advance(999);
+    assert_eq!(h.tick().stepped, 0);
+    h.advance(1);
+    assert_eq!(h.tick().stepped, 1);
+    h.advance(1_999);
+    assert_eq!(h.tick().stepped, 0);
+    h.advance(1);
+    assert_eq!(h.tick().stepped, 1);
+    let t = h.run_until_settled(&task, 1_000, 40);
+    assert_eq!(t["status"], "input_required", "{t}");
+    let submitted = keys(&fake, "POST");
+    assert_eq!(submitted.len(), 4, "three failures, then success");
+    assert!(
+        submitted.iter().all(|k| *k == submitted[0]),
+        "{submitted:?}"
+    );
+    // The next step (a poll) has a key of its own.
+    let claim_key = idempotency_key(b"test-secret-key", &task, 0);
+    assert_eq!(submitted[0], claim_key);
+    assert_ne!(idempotency_key(b"test-secret-key", &task, 1), claim_key);
+}
+
+#[test]
+fn an_upstream_failing_for_good_fails_the_task_after_the_maximum_attempts() {
+    let upstream = Rc::new(Upstream::default());
+    upstream.submit.borrow_mut().extend([500; 20]);
+    let mut cfg = job_config();
+    cfg.retry.max_attempts = 3;
+    let (h, fake) = harness(upstream, cfg);
+    let task = h.start("run_job", json!({"input": "x"}));
+    let t = h.run_until_settled(&task, 5_000, 20);
+    assert_eq!(t["status"], "failed", "{t}");
+    let msg = t["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("failed after 3 attempts") && msg.contains("answered 500"),
+        "{msg}"
+    );
+    assert_eq!(keys(&fake, "POST").len(), 3);
+}
+
+#[test]
+fn an_origin_off_the_allow_list_is_refused_in_the_step() {
+    let (h, fake) = harness(Rc::new(Upstream::default()), config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    let t = h.run_until_settled(&task, 1_000, 3);
+    assert_eq!(t["status"], "failed", "{t}");
+    let msg = t["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("http://jobs.test is not on the allow-list"),
+        "{msg}"
+    );
+    assert!(fake.requests().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn a_cancel_during_a_running_poll_is_seen_by_the_step() {
+    let upstream = Rc::new(Upstream::default());
+    upstream.polls.set(100);
+    let (h, fake) = harness(upstream, job_config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    h.tick(); // submitted
+    h.advance(300);
+    let runner = h.server.runner();
+    let claim = match block_on(runner.claim(&task, h.now.get())).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(h.status(&task), "working", "only the intent is recorded");
+    let gets_before = keys(&fake, "GET").len();
+    let outcome = block_on(runner.step(&claim, h.now.get()));
+    assert!(matches!(outcome, StepOutcome::Cancel(_)), "{outcome:?}");
+    assert_eq!(
+        keys(&fake, "GET").len(),
+        gets_before,
+        "the step stopped early"
+    );
+    assert_eq!(
+        block_on(runner.commit(claim, outcome, h.now.get())).unwrap(),
+        CommitOutcome::Committed(mcp_tasks_edge::protocol::tasks::TaskStatus::Cancelled)
+    );
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn tool_settings_never_expose_the_servers_own() {
+    struct Peek;
+    impl Tool for Peek {
+        fn descriptor(&self) -> ToolDescriptor {
+            ToolDescriptor {
+                name: "peek",
+                title: None,
+                description: "reads settings",
+                input_schema: json!({"type": "object", "properties": {}}),
+                output_schema: None,
+            }
+        }
+        fn requirements(&self) -> Requirements {
+            Requirements::new(TaskSupport::Required)
+        }
+        fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+            Ok(CallPlan::Task(TaskStart {
+                state: Value::Null,
+                first_step_in_ms: 0,
+                message: None,
+            }))
+        }
+        fn step<'a>(&'a self, s: &'a StepContext<'a>) -> StepFuture<'a> {
+            let text = format!(
+                "{:?} {:?} {:?}",
+                s.setting("MCP_STATE_SECRET"),
+                s.setting("JOB_API_URL"),
+                s.secret("JOB_API_KEY")
+            );
+            ready(StepOutcome::Complete(CallToolResult::text(text)))
+        }
+    }
+    let store = Arc::new(MemoryStore::new());
+    let h = Harness::with_config(store, 1, config()).with_server(|s| {
+        let cfg = s.config().clone();
+        let store = s.store().clone();
+        mcp_tasks_edge::server::Server::with_tools(
+            store,
+            cfg,
+            ToolSet::from_tools(vec![Box::new(Peek)]),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(9)),
+        )
+        .unwrap()
+        .with_tool_settings(Box::new(|name: &str| Some(format!("value-of-{name}"))))
+    });
+    let task = h.start("peek", json!({}));
+    let t = h.run_until_settled(&task, 10, 3);
+    assert_eq!(
+        t["result"]["content"][0]["text"],
+        r#"None Some("value-of-JOB_API_URL") Some(Secret(***))"#
+    );
+}
+
+/// A task tool that counts its steps and never finishes on its own.
+struct Counting(Arc<AtomicUsize>);
+
+impl Tool for Counting {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "counting",
+            title: None,
+            description: "counts steps",
+            input_schema: json!({"type": "object", "properties": {}}),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+    fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Task(TaskStart {
+            state: Value::Null,
+            first_step_in_ms: 0,
+            message: None,
+        }))
+    }
+    fn step<'a>(&'a self, _: &'a StepContext<'a>) -> StepFuture<'a> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        ready(StepOutcome::Continue {
+            state: Value::Null,
+            wake_in_ms: 1_000,
+            message: None,
+        })
+    }
+}
+
+fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
+    let steps = Arc::new(AtomicUsize::new(0));
+    let mut cfg = config();
+    cfg.retry.max_attempts = max_attempts;
+    let tools = ToolSet::new(mcp_tasks_edge::tools::ToolSelection::Demo)
+        .with(Box::new(Counting(steps.clone())));
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
+        mcp_tasks_edge::server::Server::with_tools(
+            s.store().clone(),
+            cfg,
+            tools,
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    (h, steps)
+}
+
+#[test]
+fn a_commit_that_loses_a_race_does_not_run_the_step_again() {
+    let (h, steps) = counting_harness(5);
+    let task = h.start("counting", json!({}));
+    let runner = h.server.runner();
+    let claim = match block_on(runner.claim(&task, h.now.get())).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    let outcome = block_on(runner.step(&claim, h.now.get()));
+    h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(
+        block_on(runner.commit(claim, outcome, h.now.get())).unwrap(),
+        CommitOutcome::Committed(mcp_tasks_edge::protocol::tasks::TaskStatus::Cancelled)
+    );
+    assert_eq!(steps.load(Ordering::SeqCst), 1, "the step ran once");
+}
+
+#[test]
+fn a_poison_task_whose_runner_keeps_dying_fails_and_others_go_on() {
+    let (h, _) = counting_harness(3);
+    let poison = h.start("counting", json!({}));
+    let report = h.start("generate_report", json!({"size": "small"}));
+    let lease = h.server.config().lease_ms as i64;
+    // Three runners claim the poison task and die before committing.
+    for _ in 0..3 {
+        let runner = h.server.runner();
+        assert!(matches!(
+            block_on(runner.claim(&poison, h.now.get())).unwrap(),
+            ClaimOutcome::Claimed(_)
+        ));
+        h.advance(lease + 1);
+    }
+    // The next tick gives up on it, and the other task goes on.
+    let r = h.tick();
+    assert!(r.errors >= 1 && r.finished >= 1, "{r:?}");
+    let t = h.get(&poison);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish after 3 attempts"),
+        "{t}"
+    );
+    assert_eq!(h.status(&report), "input_required");
+    // Nothing is left due for the poison task but its purge at expiry.
+    assert_eq!(h.tick().due, 0);
+}
+
+#[test]
+fn a_steady_task_resets_its_attempts_at_every_step() {
+    let (h, steps) = counting_harness(2);
+    let task = h.start("counting", json!({}));
+    for _ in 0..6 {
+        h.tick();
+        h.advance(1_000);
+    }
+    assert_eq!(steps.load(Ordering::SeqCst), 6);
+    assert_eq!(h.status(&task), "working");
+}
