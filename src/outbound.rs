@@ -259,7 +259,7 @@ impl OutboundPolicy {
                 crate::error::truncate(url, 80)
             ))
         })?;
-        if self.allow.iter().any(|a| *a == origin) {
+        if self.allow.contains(&origin) {
             Ok(origin)
         } else {
             Err(OutboundError::NotAllowed(origin))

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{
     CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
-    TaskSupport, Tool, ToolCall, form_schema, ready,
+    TaskSupport, Tool, ToolCall, form_schema,
 };
 use crate::error::{ErrorCode, RpcError};
 use crate::protocol::tools::{
@@ -159,10 +159,12 @@ impl Tool for SlowCompute {
         }))
     }
     fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| match SlowArgs::parse(step.arguments()) {
-            Ok(a) => StepOutcome::Complete(a.result()),
-            Err(e) => StepOutcome::Fail(RpcError::internal(e)),
-        })())
+        Box::pin(async move {
+            match SlowArgs::parse(step.arguments()) {
+                Ok(a) => StepOutcome::Complete(a.result()),
+                Err(e) => StepOutcome::Fail(RpcError::internal(e)),
+            }
+        })
     }
 }
 
@@ -187,11 +189,11 @@ impl Tool for FailingJob {
         Ok(one_second_task("Running a job that will fail."))
     }
     fn step<'a>(&'a self, _step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
+        Box::pin(async move {
             StepOutcome::Complete(CallToolResult::error(
                 "The job failed: simulated tool error.",
             ))
-        })())
+        })
     }
 }
 
@@ -217,12 +219,12 @@ impl Tool for ProtocolErrorJob {
         ))
     }
     fn step<'a>(&'a self, _step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
+        Box::pin(async move {
             StepOutcome::Fail(RpcError::new(
                 ErrorCode::INTERNAL_ERROR,
                 "Internal error: the job hit a simulated protocol error.",
             ))
-        })())
+        })
     }
 }
 
@@ -252,7 +254,7 @@ impl Tool for ConfirmDelete {
         Ok(input_task("Preparing to delete."))
     }
     fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
+        Box::pin(async move {
             let file = match step.args::<DeleteArgs>("confirm_delete") {
                 Ok(a) => a.filename,
                 Err(e) => return StepOutcome::Fail(e),
@@ -290,7 +292,7 @@ impl Tool for ConfirmDelete {
                 text,
                 json!({"filename": file, "deleted": confirmed}),
             ))
-        })())
+        })
     }
 }
 
@@ -314,7 +316,7 @@ impl Tool for MultiInput {
         Ok(input_task("Preparing questions."))
     }
     fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
+        Box::pin(async move {
             if phase(step) == Some("ask") {
                 let mut requests = ask(
                     "reviewer",
@@ -350,7 +352,7 @@ impl Tool for MultiInput {
                 format!("Reviewer: {reviewer}; approved: {approved}."),
                 json!({"reviewer": reviewer, "approved": approved}),
             ))
-        })())
+        })
     }
 }
 
@@ -396,7 +398,7 @@ impl Tool for TestToolWithTask {
         }
     }
     fn step<'a>(&'a self, step: &'a StepContext<'a>) -> StepFuture<'a> {
-        ready((|| {
+        Box::pin(async move {
             let name = step
                 .state
                 .get("name")
@@ -405,7 +407,7 @@ impl Tool for TestToolWithTask {
             StepOutcome::Complete(CallToolResult::text(format!(
                 "Hello, {name}! The task has finished."
             )))
-        })())
+        })
     }
 }
 
