@@ -216,6 +216,23 @@ pub fn origin_of(url: &str) -> Option<String> {
     }
 }
 
+/// The parts of an absolute http(s) URL that a request line needs: the
+/// scheme (`http` or `https`), the authority, and the path with its query
+/// (at least `/`; a fragment is dropped).
+pub fn url_parts(url: &str) -> Option<(String, String, String)> {
+    origin_of(url)?;
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let tail = tail.split('#').next().unwrap_or_default();
+    let path = if tail.starts_with('/') {
+        tail.to_owned()
+    } else {
+        format!("/{tail}")
+    };
+    Some((scheme.to_ascii_lowercase(), authority.to_owned(), path))
+}
+
 /// The operator's outbound rules: which origins steps may call, and the
 /// largest response body read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -353,6 +370,24 @@ mod tests {
         ] {
             assert_eq!(origin_of(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn urls_split_into_request_parts() {
+        let parts = |u| url_parts(u).map(|(s, a, p)| format!("{s} {a} {p}"));
+        assert_eq!(
+            parts("HTTP://127.0.0.1:9000/jobs/1?x=2#frag").as_deref(),
+            Some("http 127.0.0.1:9000 /jobs/1?x=2")
+        );
+        assert_eq!(
+            parts("https://api.test").as_deref(),
+            Some("https api.test /")
+        );
+        assert_eq!(
+            parts("https://api.test?q=1").as_deref(),
+            Some("https api.test /?q=1")
+        );
+        assert_eq!(parts("ftp://api.test/"), None);
     }
 
     #[test]

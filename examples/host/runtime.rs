@@ -223,27 +223,55 @@ impl ResourceLimiter for MemoryCap {
     }
 }
 
-/// `wasi:http` hooks: the component may not make outgoing requests.
-struct NoOutgoing;
+/// `wasi:http` hooks: outgoing requests reach only the origins in the
+/// guest's `MCP_OUTBOUND_ALLOW` (the same list the core checks), and count
+/// as progress for the call's deadline while they wait.
+struct Outgoing {
+    allow: Arc<Vec<String>>,
+    progress: Arc<AtomicU64>,
+}
 
-impl WasiHttpHooks for NoOutgoing {
+/// The normalised origins of a comma-separated allow-list.
+fn allowed_origins(env: &[(String, String)]) -> Vec<String> {
+    env.iter()
+        .filter(|(k, _)| k == "MCP_OUTBOUND_ALLOW")
+        .flat_map(|(_, v)| v.split(','))
+        .filter_map(|o| mcp_tasks_edge::outbound::origin_of(o.trim()))
+        .collect()
+}
+
+type IoFuture = Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>;
+
+impl WasiHttpHooks for Outgoing {
     fn send_request(
         &mut self,
-        _request: hyper::Request<WasiBody>,
-        _options: Option<wasmtime_wasi_http::RequestOptions>,
-        _fut: Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+        request: hyper::Request<WasiBody>,
+        options: Option<wasmtime_wasi_http::RequestOptions>,
+        _fut: IoFuture,
     ) -> Box<
         dyn Future<
-                Output = Result<
-                    (
-                        hyper::Response<WasiBody>,
-                        Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
-                    ),
-                    wasmtime_wasi_http::Error,
-                >,
+                Output = Result<(hyper::Response<WasiBody>, IoFuture), wasmtime_wasi_http::Error>,
             > + Send,
     > {
-        Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) })
+        let origin = mcp_tasks_edge::outbound::origin_of(&request.uri().to_string());
+        let allowed = origin.as_ref().is_some_and(|o| self.allow.contains(o));
+        if !allowed {
+            eprintln!(
+                "{}",
+                serde_json::json!({"event": "outbound-denied", "origin": origin.as_deref().unwrap_or("(invalid)")})
+            );
+            return Box::new(async { Err(wasmtime_wasi_http::Error::HttpRequestDenied) });
+        }
+        let progress = self.progress.clone();
+        progress.fetch_add(1, Ordering::Relaxed);
+        Box::new(async move {
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            progress.fetch_add(1, Ordering::Relaxed);
+            Ok((
+                response.map(BodyExt::boxed_unsync),
+                Box::new(io) as IoFuture,
+            ))
+        })
     }
 }
 
@@ -252,7 +280,7 @@ pub struct HostState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     table: ResourceTable,
-    hooks: NoOutgoing,
+    hooks: Outgoing,
     store: Arc<SqliteStore>,
     pub limits: MemoryCap,
     /// Store calls and response bytes so far; the deadline is extended only
@@ -351,6 +379,7 @@ pub struct Runtime {
     pre: bindings::ServerPre<HostState>,
     store: Arc<SqliteStore>,
     settings: Settings,
+    outbound_allow: Arc<Vec<String>>,
     pool: Mutex<Vec<Instance>>,
     traps: AtomicUsize,
     instantiations: AtomicUsize,
@@ -441,6 +470,7 @@ impl Runtime {
             engine: engine.clone(),
             pre,
             store,
+            outbound_allow: Arc::new(allowed_origins(&settings.env)),
             settings,
             pool: Mutex::new(Vec::new()),
             traps: AtomicUsize::new(0),
@@ -491,17 +521,21 @@ impl Runtime {
         if self.settings.guest_stderr {
             wasi.inherit_stderr();
         }
+        let progress = Arc::new(AtomicU64::new(0));
         let state = HostState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
-            hooks: NoOutgoing,
+            hooks: Outgoing {
+                allow: self.outbound_allow.clone(),
+                progress: progress.clone(),
+            },
             store: self.store.clone(),
             limits: MemoryCap {
                 max_bytes: self.settings.memory_limit,
                 stats: self.stats.clone(),
             },
-            progress: Arc::new(AtomicU64::new(0)),
+            progress,
             progress_seen: 0,
             deadline_ticks: ticks(self.settings.call_deadline),
         };

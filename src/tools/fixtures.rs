@@ -26,6 +26,7 @@ pub fn all() -> Vec<Box<dyn Tool>> {
         Box::new(ConfirmDelete),
         Box::new(MultiInput),
         Box::new(TestToolWithTask),
+        super::task_tool(TrapStep),
     ]
 }
 
@@ -502,5 +503,30 @@ impl Tool for LoggingTool {
         Ok(CallPlan::Result(CallToolResult::text(
             "Done; nothing was logged.",
         )))
+    }
+}
+
+/// `trap_step`: a poison task for the runner's tests. Every step aborts
+/// (on wasm: traps the instance, like a panic with `panic = "abort"`), so
+/// the task must fail after the maximum number of attempts while other
+/// tasks go on. Never call it in a host process: it aborts that process.
+struct TrapStep;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+impl super::TaskTool for TrapStep {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "trap_step";
+    const DESCRIPTION: &'static str = "Test fixture: a task whose every step traps the runtime.";
+
+    fn start(&self, _args: &NoArgs) -> super::Start<()> {
+        super::Start::now(())
+    }
+
+    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> super::Step<(), String> {
+        std::process::abort()
     }
 }

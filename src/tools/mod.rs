@@ -526,7 +526,7 @@ mod tests {
                 names[0], "greet",
                 "a tool that answers any call comes first"
             );
-            assert_eq!(names.len(), 12);
+            assert_eq!(names.len(), 13);
         }
         for d in set.descriptors() {
             let s = &d.input_schema;

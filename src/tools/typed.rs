@@ -33,6 +33,11 @@ pub fn schema_of<T: JsonSchema>() -> Value {
         .to_value();
     if let Value::Object(map) = &mut v {
         map.remove("title");
+        // Clients expect `properties` on an object schema, even an empty one.
+        if map.get("type").and_then(Value::as_str) == Some("object") {
+            map.entry("properties")
+                .or_insert_with(|| Value::Object(Default::default()));
+        }
     }
     v
 }

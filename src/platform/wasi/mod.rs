@@ -7,6 +7,8 @@
 //! - `diagnostics.run-store-contract`: the core's store contract suite run
 //!   against the host store, through the component boundary.
 //! - The host's `store` import backs the core [`crate::store::Store`] trait.
+//! - Task steps reach the network through `wasi:http/outgoing-handler`
+//!   (`outbound`), and read tool settings from the environment.
 //!
 //! Each instance builds its [`Server`] once, on first use, from the
 //! environment the host gives it (`MCP_*` variables). If the settings are
@@ -15,6 +17,7 @@
 
 mod exchange;
 mod handler;
+mod outbound;
 mod store;
 
 use std::cell::OnceCell;
@@ -38,6 +41,7 @@ mod bindings {
             "wasi:io/error@0.2.12": wasip2::io::error,
             "wasi:io/poll@0.2.12": wasip2::io::poll,
             "wasi:clocks/monotonic-clock@0.2.12": wasip2::clocks::monotonic_clock,
+            "wasi:http/outgoing-handler@0.2.12": wasip2::http::outgoing_handler,
         },
     });
 }
@@ -62,10 +66,14 @@ fn build() -> Instance {
              fixed identity with no credentials checked. Never expose this server beyond localhost."
         );
     }
-    Server::new(HostStore, config, Box::new(SystemRandom)).map_err(|e| {
+    let server = Server::new(HostStore, config, Box::new(SystemRandom)).map_err(|e| {
         eprintln!("mcp-tasks-edge: the server could not start: {}", e.message);
         e.message
-    })
+    })?;
+    Ok(server
+        .with_outbound(Box::new(outbound::WasiOutbound))
+        .with_tool_settings(Box::new(|name: &str| std::env::var(name).ok()))
+        .with_clock(now_ms))
 }
 
 /// Runs `f` with this instance's server (built on first use).

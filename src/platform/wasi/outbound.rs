@@ -1,0 +1,152 @@
+//! Outbound HTTP for task steps through `wasi:http/outgoing-handler`. The
+//! host decides what may leave (the local host enforces the same
+//! `MCP_OUTBOUND_ALLOW` list as the core).
+
+use wasip2::http::outgoing_handler;
+use wasip2::http::types::{
+    ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
+};
+use wasip2::io::streams::StreamError;
+
+use crate::outbound::{
+    LocalFuture, Outbound, OutboundError, OutboundRequest, OutboundResponse, url_parts,
+};
+
+/// The component's outbound client.
+pub struct WasiOutbound;
+
+impl Outbound for WasiOutbound {
+    fn send<'a>(
+        &'a self,
+        request: OutboundRequest,
+        max_body: usize,
+    ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
+        // The calls below block on the host's pollables, so the future is
+        // ready when it is first polled.
+        Box::pin(std::future::ready(send(request, max_body)))
+    }
+
+    fn log(&self, line: &str) {
+        eprintln!("{line}");
+    }
+}
+
+fn failed(what: &str) -> OutboundError {
+    OutboundError::Failed(what.to_owned())
+}
+
+fn error_of(e: ErrorCode) -> OutboundError {
+    match e {
+        ErrorCode::ConnectionTimeout
+        | ErrorCode::ConnectionReadTimeout
+        | ErrorCode::ConnectionWriteTimeout
+        | ErrorCode::HttpResponseTimeout => OutboundError::Timeout,
+        ErrorCode::HttpRequestDenied => {
+            OutboundError::NotAllowed("the host refused the request".to_owned())
+        }
+        other => OutboundError::Failed(format!("{other:?}")),
+    }
+}
+
+fn method_of(m: &str) -> Method {
+    match m.to_ascii_uppercase().as_str() {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "OPTIONS" => Method::Options,
+        "PATCH" => Method::Patch,
+        other => Method::Other(other.to_owned()),
+    }
+}
+
+fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, OutboundError> {
+    let (scheme, authority, path) =
+        url_parts(&r.url).ok_or_else(|| failed("not an absolute http(s) URL"))?;
+    let entries: Vec<(String, Vec<u8>)> = r
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.as_bytes().to_vec()))
+        .collect();
+    let headers = Fields::from_list(&entries).map_err(|_| failed("a header is not valid"))?;
+    let req = OutgoingRequest::new(headers);
+    let scheme = if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
+    req.set_method(&method_of(&r.method))
+        .and_then(|()| req.set_scheme(Some(&scheme)))
+        .and_then(|()| req.set_authority(Some(&authority)))
+        .and_then(|()| req.set_path_with_query(Some(&path)))
+        .map_err(|()| failed("the request line is not valid"))?;
+    let options = RequestOptions::new();
+    let ns = r.timeout_ms.saturating_mul(1_000_000);
+    // A host may not support every timeout; what it supports applies.
+    let _ = options.set_connect_timeout(Some(ns));
+    let _ = options.set_first_byte_timeout(Some(ns));
+    let _ = options.set_between_bytes_timeout(Some(ns));
+    let body = req.body().map_err(|()| failed("no request body"))?;
+    let pending = outgoing_handler::handle(req, Some(options)).map_err(error_of)?;
+    if !r.body.is_empty() {
+        let out = body
+            .write()
+            .map_err(|()| failed("no request body stream"))?;
+        // `blocking-write-and-flush` takes at most 4096 bytes a call.
+        for chunk in r.body.chunks(4096) {
+            out.blocking_write_and_flush(chunk)
+                .map_err(|_| failed("the request body could not be sent"))?;
+        }
+        drop(out);
+    }
+    OutgoingBody::finish(body, None).map_err(error_of)?;
+    pending.subscribe().block();
+    let response = match pending.get() {
+        Some(Ok(Ok(response))) => response,
+        Some(Ok(Err(e))) => return Err(error_of(e)),
+        _ => return Err(failed("no response")),
+    };
+    let status = response.status();
+    let headers = response
+        .headers()
+        .entries()
+        .into_iter()
+        .map(|(n, v)| (n, String::from_utf8_lossy(&v).into_owned()))
+        .collect();
+    let incoming = response
+        .consume()
+        .map_err(|()| failed("no response body"))?;
+    let body = read_capped(&incoming, max_body);
+    drop(IncomingBody::finish(incoming));
+    Ok(OutboundResponse {
+        status,
+        headers,
+        body: body?,
+    })
+}
+
+/// Reads a response body, refusing more than `max` bytes.
+fn read_capped(incoming: &IncomingBody, max: usize) -> Result<Vec<u8>, OutboundError> {
+    let stream = incoming
+        .stream()
+        .map_err(|()| failed("no response body stream"))?;
+    let mut body = Vec::new();
+    loop {
+        match stream.blocking_read(64 * 1024) {
+            Ok(chunk) => {
+                if body.len().saturating_add(chunk.len()) > max {
+                    return Err(OutboundError::TooLarge { limit: max });
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Err(StreamError::Closed) => return Ok(body),
+            Err(StreamError::LastOperationFailed(e)) => {
+                return Err(match wasip2::http::types::http_error_code(&e) {
+                    Some(code) => error_of(code),
+                    None => OutboundError::Failed(e.to_debug_string()),
+                });
+            }
+        }
+    }
+}
