@@ -72,7 +72,10 @@ async fn run_job_runs_against_a_local_api_start_to_finish() {
     let seen = up.seen();
     let polls: Vec<_> = seen.iter().filter(|s| s.method == "GET").collect();
     assert_eq!(polls.len(), 3);
-    assert!(polls.iter().all(|s| s.path == "/api/jobs/job-1"), "{polls:?}");
+    assert!(
+        polls.iter().all(|s| s.path == "/api/jobs/job-1"),
+        "{polls:?}"
+    );
     assert!(
         seen.iter()
             .all(|s| s.authorization.as_deref() == Some("Bearer sk-wasi"))

@@ -45,6 +45,8 @@ import {
   waitFor,
 } from './lib.mjs';
 
+import { Upstream } from './upstream.mjs';
+
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 const CONFORMANCE_SCENARIOS = [
@@ -178,6 +180,49 @@ async function readmeWalkthrough() {
       && byId[5].result.result.content[0].text === 'Generated large report with approved outline.', `result: ${JSON.stringify(byId[5])}`);
     const listen = messages.filter((m) => m.method || m.id === 6).map((m) => m.method ?? 'result');
     equal(listen, ['notifications/subscriptions/acknowledged', 'notifications/tasks', 'result'], 'listen stream');
+  });
+}
+
+/// run_job against a job API on 127.0.0.1: the alarm advances it, steps
+/// call the API with `fetch`, the test answers the input request.
+async function outbound(upstream) {
+  const confirm = (taskId) => call('tasks/update', {
+    taskId, inputResponses: { confirm_result: { action: 'accept', content: { confirmed: true } } },
+  });
+
+  await test('run_job on workerd: submit, poll, confirm, complete against a local API', async () => {
+    upstream.polls = 2;
+    upstream.submits.push({ status: 500 }, { status: 429 });
+    const before = upstream.seen.length;
+    const taskId = await startTask('run_job', { input: 'e2e.csv' });
+    let t = await waitFor(taskId, (x) => x.status !== 'working', 'ask for confirmation', 30_000);
+    check(t.status === 'input_required' && t.inputRequests?.confirm_result, `status ${t.status}: ${JSON.stringify(t)}`);
+    const r = await confirm(taskId);
+    check(r.status === 200 && r.body?.result, `update: ${JSON.stringify(r.body)}`);
+    t = await waitFor(taskId, (x) => TERMINAL.has(x.status), 'complete');
+    check(t.status === 'completed', `status ${t.status}: ${JSON.stringify(t)}`);
+    equal(t.result.structuredContent, { job: 'job-1', confirmed: true, result: { rows: 3 } }, 'result');
+    const seen = upstream.seen.slice(before);
+    const keys = seen.filter((s) => s.method === 'POST').map((s) => s.key);
+    check(keys.length === 3 && keys.every((k) => k === keys[0] && k.startsWith('idem_')),
+      `500, 429, then success with one key: ${JSON.stringify(keys)}`);
+    check(seen.filter((s) => s.method === 'GET').length === 3, `polls: ${JSON.stringify(seen)}`);
+    check(seen.every((s) => s.authorization === 'Bearer sk-e2e'), 'the API key reached the API');
+  });
+
+}
+
+/// The same tool on a server whose allow-list does not name the API.
+async function outboundRefused(upstream) {
+  await test('run_job on workerd: an origin off the allow-list is refused in the step', async () => {
+    const before = upstream.seen.length;
+    const offset = logSize();
+    const taskId = await startTask('run_job', { input: 'x' });
+    const t = await waitFor(taskId, (x) => TERMINAL.has(x.status), 'fail');
+    check(t.status === 'failed' && /not on the allow-list/.test(t.error?.message), `task: ${JSON.stringify(t)}`);
+    check(upstream.seen.length === before, 'nothing reached the API');
+    await sleep(300);
+    check(/outbound-refused/.test(logSince(offset)), 'the refusal is logged');
   });
 }
 
@@ -539,6 +584,20 @@ async function main() {
   await kvCache();
   await listenBudget();
   await server.stop();
+
+  const upstream = await new Upstream().start();
+  useServer(new Wrangler({
+    MCP_OUTBOUND_ALLOW: upstream.origin, JOB_API_URL: upstream.url, JOB_API_KEY: 'sk-e2e',
+    MCP_RETRY_BASE_MS: '200', MCP_RETRY_CAP_MS: '1000',
+  }));
+  await server.start();
+  await outbound(upstream);
+  await server.stop();
+  useServer(new Wrangler({ MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url }));
+  await server.start();
+  await outboundRefused(upstream);
+  await server.stop();
+  await upstream.stop();
 
   useServer(new Wrangler(jwtVars));
   await server.start();

@@ -17,6 +17,8 @@ pub mod wire;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod entry;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod outbound;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub mod shard;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod sse;

@@ -351,6 +351,13 @@ impl TaskShard {
             Ok(s) => s,
             Err(e) => return self.sweep_failed(&storage, origin, &e.message, now).await,
         };
+        let env = self.env.clone();
+        let server = server
+            .with_outbound(Box::new(super::outbound::FetchOutbound))
+            .with_tool_settings(Box::new(move |name: &str| {
+                env.var(name).ok().map(|v| v.to_string())
+            }))
+            .with_clock(now_ms);
         let tick = server.tick(now).await;
         let progress = tick.stepped + tick.purged + tick.cancelled > 0;
         let alarm_at = match tick.next_due {
