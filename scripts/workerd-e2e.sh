@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 source scripts/cf-env.sh
 cf_ensure_tools || { echo "workerd e2e: 0 passed, 1 failed (toolchain install)"; exit 1; }
 
-build() { # out-dir, extra cargo args...
+build() { # out-dir, extra cargo args... (the server crate, like a user's)
   local out=$1; shift
   local t0=$SECONDS
-  if ! worker-build --profile worker --out-dir "$out" "$@" >"$out.build.log" 2>&1; then
+  if ! worker-build --profile worker --out-dir "../$out" server "$@" >"$out.build.log" 2>&1; then
     cat "$out.build.log"
     echo "workerd e2e: 0 passed, 1 failed (worker-build $out)"
     exit 1
@@ -21,8 +21,8 @@ build() { # out-dir, extra cargo args...
   echo "figure: worker-build $out took $((SECONDS - t0)) s"
 }
 mkdir -p .wrangler
-build build --no-default-features
-build build-e2e --features test-hooks
+build build
+build build-e2e --features test-hooks,conformance
 rm -f build.build.log build-e2e.build.log
 
 size() { stat -c %s "$1"; }

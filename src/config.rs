@@ -6,7 +6,6 @@ use crate::limits::Limits;
 use crate::outbound::OutboundPolicy;
 use crate::tasks::record::Owner;
 use crate::tasks::runner::RetryPolicy;
-use crate::tools::ToolSelection;
 
 /// Server settings. Every duration is in milliseconds.
 #[derive(Clone, Debug)]
@@ -14,8 +13,6 @@ pub struct Config {
     pub server_name: String,
     pub server_version: String,
     pub instructions: Option<String>,
-    /// Which tools to offer.
-    pub tools: ToolSelection,
     /// Task lifetime from creation (`ttlMs`).
     pub task_ttl_ms: u64,
     /// Suggested polling interval (`pollIntervalMs`).
@@ -46,8 +43,6 @@ pub struct Config {
     pub auth: Auth,
     /// Input limits and quotas.
     pub limits: Limits,
-    /// How long `generate_report` spends on its outline.
-    pub report_outline_ms: u64,
     /// Origins task steps may call, and the largest response body read.
     pub outbound: OutboundPolicy,
     /// How failing steps are tried again.
@@ -60,7 +55,6 @@ impl Default for Config {
             server_name: "mcp-tasks-edge".to_owned(),
             server_version: env!("CARGO_PKG_VERSION").to_owned(),
             instructions: None,
-            tools: ToolSelection::Demo,
             task_ttl_ms: 3_600_000,
             poll_interval_ms: 1_000,
             lease_ms: 30_000,
@@ -79,7 +73,6 @@ impl Default for Config {
             ],
             auth: Auth::Unconfigured,
             limits: Limits::default(),
-            report_outline_ms: crate::tools::DEFAULT_OUTLINE_MS,
             outbound: OutboundPolicy::default(),
             retry: RetryPolicy::default(),
         }
@@ -158,10 +151,8 @@ impl Config {
     ///
     /// | variable | meaning |
     /// |---|---|
-    /// | `MCP_TOOLS` | `demo` (default), `conformance` or `all` |
     /// | `MCP_STATE_SECRET` | key for `requestState` tags (secret, required) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
-    /// | `MCP_REPORT_OUTLINE_MS` | how long `generate_report` drafts its outline (default 1000) |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
     /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
     /// | `MCP_INSECURE_PRINCIPAL` | `tenant/principal` used by `insecure-local` |
@@ -193,15 +184,6 @@ impl Config {
                 })
                 .transpose()
         };
-        if let Some(t) = get("MCP_TOOLS") {
-            if !cfg!(feature = "conformance-tools") && t != "demo" {
-                return Err(ConfigError(
-                    "MCP_TOOLS: this build has no conformance tools (feature conformance-tools); use demo".into(),
-                ));
-            }
-            c.tools = ToolSelection::parse(&t)
-                .ok_or_else(|| ConfigError("MCP_TOOLS must be demo, conformance or all".into()))?;
-        }
         if let Some(v) = number("MCP_TASK_TTL_MS")? {
             if v == 0 {
                 return Err(ConfigError("MCP_TASK_TTL_MS must be positive".into()));
@@ -210,9 +192,6 @@ impl Config {
         }
         if let Some(v) = number("MCP_POLL_INTERVAL_MS")? {
             c.poll_interval_ms = v.max(1);
-        }
-        if let Some(v) = number("MCP_REPORT_OUTLINE_MS")? {
-            c.report_outline_ms = v;
         }
         if let Some(v) = number("MCP_LEASE_MS")? {
             c.lease_ms = v.max(1);
@@ -289,14 +268,6 @@ mod tests {
     #[test]
     fn reads_settings() {
         let c = Config::from_env(env(&[
-            (
-                "MCP_TOOLS",
-                if cfg!(feature = "conformance-tools") {
-                    "all"
-                } else {
-                    "demo"
-                },
-            ),
             ("MCP_STATE_SECRET", "0123456789abcdef"),
             ("MCP_TASK_TTL_MS", "60000"),
             (
@@ -305,15 +276,19 @@ mod tests {
             ),
             ("MCP_AUTH", "insecure-local"),
             ("MCP_INSECURE_PRINCIPAL", "dev/me"),
+            (
+                "MCP_OUTBOUND_ALLOW",
+                "https://API.example.com:443, http://127.0.0.1:9000/x",
+            ),
+            ("MCP_STEP_MAX_ATTEMPTS", "7"),
         ]))
         .unwrap();
-        let want = if cfg!(feature = "conformance-tools") {
-            ToolSelection::All
-        } else {
-            ToolSelection::Demo
-        };
-        assert_eq!(c.tools, want);
         assert_eq!(c.task_ttl_ms, 60_000);
+        assert_eq!(
+            c.outbound.allow,
+            ["https://api.example.com", "http://127.0.0.1:9000"]
+        );
+        assert_eq!(c.retry.max_attempts, 7);
         assert_eq!(
             c.allowed_origins,
             ["https://a.example", "http://localhost:*"]
@@ -335,7 +310,7 @@ mod tests {
             env(&[("MCP_STATE_SECRET", secret)]),
             env(&[
                 ("MCP_STATE_SECRET", "0123456789abcdef"),
-                ("MCP_TOOLS", "everything"),
+                ("MCP_OUTBOUND_ALLOW", "ftp://files.example"),
             ]),
             env(&[
                 ("MCP_STATE_SECRET", "0123456789abcdef"),

@@ -16,7 +16,11 @@
 
 pub mod auth;
 pub mod config;
+#[cfg(feature = "conformance-tools")]
+pub mod conformance;
 pub mod crypto;
+#[cfg(feature = "demo")]
+pub mod demo;
 pub mod error;
 pub mod http;
 pub mod ids;

@@ -227,16 +227,9 @@ pub struct Server<S: Store> {
 }
 
 impl<S: Store> Server<S> {
-    /// A server over `store`. `ids` supplies task ids, nonces and this
-    /// instance's runner id.
-    pub fn new(store: S, config: Config, ids: Box<dyn IdSource>) -> Result<Self, RpcError> {
-        let tools = ToolSet::with_outline(config.tools, config.report_outline_ms);
-        Self::with_tools(store, config, tools, ids)
-    }
-
-    /// A server offering exactly `tools` (the configured selection is
-    /// ignored).
-    pub fn with_tools(
+    /// A server over `store` offering `tools`. `ids` supplies task ids,
+    /// nonces and this instance's runner id.
+    pub fn new(
         store: S,
         config: Config,
         tools: ToolSet,

@@ -3,7 +3,7 @@
 //! the local host uses for requests, and `wasi:http/incoming-handler`,
 //! excluding the time spent in host store calls (SQLite), which is measured
 //! and subtracted. Needs the release component:
-//! `cargo build --release --target wasm32-wasip2`.
+//! `cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -119,10 +119,10 @@ fn benches(c: &mut Criterion) {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/wasm32-wasip2/release/mcp_tasks_edge.wasm")
+                .join("../target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm")
         });
     let rt = Runtime::new(&component, store, settings)
-        .expect("the release component (cargo build --release --target wasm32-wasip2)");
+        .expect("the release component (cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance)");
 
     let task = tokio.block_on(async {
         let v = send(

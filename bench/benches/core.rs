@@ -12,14 +12,12 @@ use mcp_tasks_edge::ids::SequentialIds;
 use mcp_tasks_edge::server::{Config, RequestContext, Server};
 use mcp_tasks_edge::store::MemoryStore;
 use mcp_tasks_edge::tasks::record::Owner;
-use mcp_tasks_edge::tools::ToolSelection;
 use serde_json::{Value, json};
 
 const T0: i64 = 1_787_481_000_000;
 
 fn server() -> Server<Arc<MemoryStore>> {
     let mut config = Config {
-        tools: ToolSelection::All,
         state_secret: b"bench-state-secret".to_vec(),
         ..Config::default()
     };
@@ -29,6 +27,7 @@ fn server() -> Server<Arc<MemoryStore>> {
     Server::new(
         Arc::new(MemoryStore::new()),
         config,
+        mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(1_000)),
         Box::new(SequentialIds::starting_at(1)),
     )
     .expect("server")

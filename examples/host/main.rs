@@ -1,7 +1,7 @@
 //! A local HTTP host for the WASI component:
 //!
 //! ```sh
-//! cargo build --release --target wasm32-wasip2
+//! cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance
 //! MCP_STATE_SECRET=... MCP_AUTH=insecure-local MCP_TOOLS=all \
 //!   cargo run --example host -- --port 8788 --data .data
 //! ```

@@ -55,7 +55,7 @@ pub use bindings::exports::mcp::tasks_edge::exchange::{
 use bindings::mcp::tasks_edge::store as wit_store;
 
 /// Where the component is, unless `COMPONENT_WASM` says otherwise.
-pub const DEFAULT_COMPONENT: &str = "target/wasm32-wasip2/release/mcp_tasks_edge.wasm";
+pub const DEFAULT_COMPONENT: &str = "target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm";
 
 /// The component's path: `$COMPONENT_WASM`, or the release build in this
 /// checkout.
@@ -417,7 +417,7 @@ impl Runtime {
         if !path.exists() {
             bail!(
                 "the component {} is missing: build it first with \
-                 `cargo build --release --target wasm32-wasip2` (or set COMPONENT_WASM)",
+                 `cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance` (or set COMPONENT_WASM)",
                 path.display()
             );
         }

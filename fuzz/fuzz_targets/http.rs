@@ -14,7 +14,6 @@ use mcp_tasks_edge::ids::SequentialIds;
 use mcp_tasks_edge::server::{Config, Server};
 use mcp_tasks_edge::store::MemoryStore;
 use mcp_tasks_edge::tasks::record::Owner;
-use mcp_tasks_edge::tools::ToolSelection;
 
 const T0: i64 = 1_787_481_000_000;
 const SECRET: &[u8] = b"fuzzing-hs256-secret-32-bytes-long!!";
@@ -33,9 +32,10 @@ fn server(jwt: bool) -> Server<Arc<MemoryStore>> {
     } else {
         Auth::InsecureLocal(Owner { tenant: "t".into(), principal: "p".into() })
     };
-    let config = Config { tools: ToolSelection::All, state_secret: b"fuzz-state-secret!".to_vec(), auth, ..Config::default() };
+    let config = Config { state_secret: b"fuzz-state-secret!".to_vec(), auth, ..Config::default() };
     // Server construction cannot fail with a sequential id source.
-    match Server::new(Arc::new(MemoryStore::new()), config, Box::new(SequentialIds::starting_at(1))) {
+    let tools = mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(1_000));
+    match Server::new(Arc::new(MemoryStore::new()), config, tools, Box::new(SequentialIds::starting_at(1))) {
         Ok(s) => s,
         Err(_) => std::process::abort(),
     }

@@ -1,15 +1,17 @@
-//! Tools. Adding one is one type implementing [`Tool`], registered in
-//! [`ToolSet::new`].
+//! The tool API: what a user implements to serve their own tools.
 //!
-//! A tool decides per call how to answer ([`CallPlan`]): at once, with a core
-//! MRTR `input_required` round, or as a task. Task tools are step functions
-//! over persisted state: [`Tool::step`] never blocks or sleeps; it returns
-//! what happens next ([`StepOutcome`]), and the runner persists it.
+//! - Typed (most tools): [`SyncTool`] answers at once; [`TaskTool`] is a
+//!   durable task, a state type and one `async` step. Arguments, state and
+//!   results are the tool's own serde types, and the schemas are generated.
+//! - Low level: [`Tool`] decides per call how to answer ([`CallPlan`]): at
+//!   once, with a core MRTR `input_required` round, or as a task whose
+//!   steps ([`Tool::step`]) return what happens next ([`StepOutcome`]).
+//!
+//! Register tools in a [`ToolSet`]; a deployment builds its set with a
+//! [`ToolFactory`]. A step reaches the outside world only through its
+//! [`StepContext`]: outbound HTTP, settings and secrets, its idempotency
+//! key, its deadline and the task's cancellation flag.
 
-mod demo;
-#[cfg(feature = "conformance-tools")]
-mod fixtures;
-mod job;
 mod typed;
 
 pub use typed::{Start, Step, SyncTool, TaskTool, schema_of, sync_tool, task_tool};
@@ -409,56 +411,29 @@ pub trait Tool: Send + Sync {
     }
 }
 
-/// Which tools a server offers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ToolSelection {
-    /// The demo tool `generate_report`.
-    #[default]
-    Demo,
-    /// The conformance suite's fixture tools.
-    Conformance,
-    /// Both.
-    All,
-}
-
-impl ToolSelection {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "demo" => Some(ToolSelection::Demo),
-            "conformance" => Some(ToolSelection::Conformance),
-            "all" => Some(ToolSelection::All),
-            _ => None,
-        }
-    }
-}
-
 /// The registry: tools listed in registration order, found by name.
 pub struct ToolSet {
     tools: Vec<(&'static str, Box<dyn Tool>)>,
 }
 
-/// How long `generate_report` drafts its outline, unless configured.
-pub const DEFAULT_OUTLINE_MS: u64 = 1_000;
+/// Builds a deployment's tools from its settings (Worker variables and
+/// secrets, the component's environment). The platform glue calls it; an
+/// `Err` is a configuration error (logged; the server answers 503).
+pub type ToolFactory = fn(&dyn ToolSettings) -> Result<ToolSet, String>;
 
 impl ToolSet {
-    pub fn new(selection: ToolSelection) -> Self {
-        Self::with_outline(selection, DEFAULT_OUTLINE_MS)
+    /// No tools.
+    pub fn empty() -> Self {
+        ToolSet { tools: Vec::new() }
     }
 
-    /// The selected tools, with `generate_report` drafting its outline in
-    /// `outline_ms` (benchmarks set it to 0 to measure the server, not the
-    /// simulated work).
-    pub fn with_outline(selection: ToolSelection, outline_ms: u64) -> Self {
-        let mut list: Vec<Box<dyn Tool>> = Vec::new();
-        if matches!(selection, ToolSelection::Conformance | ToolSelection::All) {
-            #[cfg(feature = "conformance-tools")]
-            list.extend(fixtures::all());
-        }
-        if matches!(selection, ToolSelection::Demo | ToolSelection::All) {
-            list.push(task_tool(demo::GenerateReport { outline_ms }));
-            list.push(task_tool(job::RunJob));
-        }
-        ToolSet::from_tools(list)
+    /// The tools of both sets, `self`'s first (a name already taken is
+    /// dropped).
+    pub fn and(self, other: ToolSet) -> Self {
+        other
+            .tools
+            .into_iter()
+            .fold(self, |set, (_, tool)| set.with(tool))
     }
 
     /// A registry of the given tools; a later tool with a name already
@@ -507,47 +482,50 @@ pub fn form_schema(properties: Value, required: &[&str]) -> Value {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_tool_has_a_valid_object_schema() {
-        let selection = if cfg!(feature = "conformance-tools") {
-            ToolSelection::All
-        } else {
-            ToolSelection::Demo
-        };
-        let set = ToolSet::new(selection);
-        let names: Vec<_> = set.descriptors().iter().map(|d| d.name).collect();
-        let mut unique = names.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        assert_eq!(unique.len(), names.len(), "names are unique");
-        assert!(!names.is_empty());
-        if cfg!(feature = "conformance-tools") {
-            assert_eq!(
-                names[0], "greet",
-                "a tool that answers any call comes first"
-            );
-            assert_eq!(names.len(), 13);
-        }
-        for d in set.descriptors() {
-            let s = &d.input_schema;
-            assert_eq!(s["type"], "object", "{}", d.name);
-            assert!(!d.description.is_empty(), "{}", d.name);
-            assert!(
-                d.name.len() <= 128
-                    && d.name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
-            );
-            assert!(s["properties"].is_object(), "{}", d.name);
-            if let Some(req) = s.get("required") {
-                for r in req.as_array().unwrap() {
-                    assert!(
-                        s["properties"].get(r.as_str().unwrap()).is_some(),
-                        "{}: {r}",
-                        d.name
-                    );
-                }
+    struct Named(&'static str, &'static str);
+
+    impl Tool for Named {
+        fn descriptor(&self) -> ToolDescriptor {
+            ToolDescriptor {
+                name: self.0,
+                title: None,
+                description: self.1,
+                input_schema: serde_json::json!({"type": "object", "properties": {}}),
+                output_schema: None,
             }
         }
+        fn requirements(&self) -> Requirements {
+            Requirements::new(TaskSupport::Never)
+        }
+        fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+            Ok(CallPlan::Result(CallToolResult::text(self.1)))
+        }
+    }
+
+    #[test]
+    fn later_tools_with_a_taken_name_are_dropped() {
+        let set = |tools: &[(&'static str, &'static str)]| {
+            ToolSet::from_tools(
+                tools
+                    .iter()
+                    .map(|(n, d)| Box::new(Named(n, d)) as Box<dyn Tool>)
+                    .collect(),
+            )
+        };
+        let listed = |s: &ToolSet| -> Vec<(&str, &str)> {
+            s.descriptors()
+                .iter()
+                .map(|d| (d.name, d.description))
+                .collect()
+        };
+        let a = set(&[("a", "first"), ("b", "first"), ("a", "again")]);
+        assert_eq!(listed(&a), [("a", "first"), ("b", "first")]);
+        let both = a.and(set(&[("c", "second"), ("b", "second")]));
+        assert_eq!(
+            listed(&both),
+            [("a", "first"), ("b", "first"), ("c", "second")]
+        );
+        assert_eq!(listed(&ToolSet::empty().and(both)).len(), 3);
+        assert!(ToolSet::empty().get("a").is_none());
     }
 }

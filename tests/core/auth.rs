@@ -56,6 +56,7 @@ fn server() -> Server<Arc<MemoryStore>> {
     Server::new(
         Arc::new(MemoryStore::new()),
         c,
+        crate::support::all_tools(),
         Box::new(SequentialIds::starting_at(1)),
     )
     .unwrap()
@@ -474,6 +475,7 @@ fn the_quota_limits_unfinished_tasks_per_principal() {
     let s = Server::new(
         Arc::new(MemoryStore::new()),
         c,
+        crate::support::all_tools(),
         Box::new(SequentialIds::starting_at(1)),
     )
     .unwrap();

@@ -174,7 +174,7 @@ fn a_cancel_racing_a_lease_is_kept() {
             .unwrap();
         }),
     };
-    let tools = mcp_tasks_edge::tools::ToolSet::new(mcp_tasks_edge::tools::ToolSelection::All);
+    let tools = crate::support::all_tools();
     let info = json!({"name": "test", "version": "0"});
     let runner = mcp_tasks_edge::tasks::runner::Runner::new(
         &interleaved,

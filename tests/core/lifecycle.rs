@@ -159,7 +159,7 @@ impl ReusesKeys {
 #[test]
 fn input_keys_are_unique_over_the_tasks_life() {
     let store = std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new());
-    let server = Server::with_tools(
+    let server = Server::new(
         store.clone(),
         config(),
         ToolSet::from_tools(vec![Box::new(ReusesKeys)]),

@@ -53,7 +53,13 @@ fn server(quota: usize) -> (Server<Counted>, Counted) {
     let mut c = config();
     c.limits.max_outstanding_tasks = quota;
     (
-        Server::new(store.clone(), c, Box::new(SequentialIds::starting_at(1))).unwrap(),
+        Server::new(
+            store.clone(),
+            c,
+            crate::support::all_tools(),
+            Box::new(SequentialIds::starting_at(1)),
+        )
+        .unwrap(),
         store,
     )
 }

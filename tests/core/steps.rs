@@ -317,7 +317,7 @@ fn tool_settings_never_expose_the_servers_own() {
     let h = Harness::with_config(store, 1, config()).with_server(|s| {
         let cfg = s.config().clone();
         let store = s.store().clone();
-        mcp_tasks_edge::server::Server::with_tools(
+        mcp_tasks_edge::server::Server::new(
             store,
             cfg,
             ToolSet::from_tools(vec![Box::new(Peek)]),
@@ -371,10 +371,10 @@ fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
     let steps = Arc::new(AtomicUsize::new(0));
     let mut cfg = config();
     cfg.retry.max_attempts = max_attempts;
-    let tools = ToolSet::new(mcp_tasks_edge::tools::ToolSelection::Demo)
+    let tools = mcp_tasks_edge::demo::tools(mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS)
         .with(Box::new(Counting(steps.clone())));
     let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
-        mcp_tasks_edge::server::Server::with_tools(
+        mcp_tasks_edge::server::Server::new(
             s.store().clone(),
             cfg,
             tools,

@@ -12,7 +12,7 @@ use mcp_tasks_edge::server::{Config, RequestContext, Server};
 use mcp_tasks_edge::store::MemoryStore;
 use mcp_tasks_edge::tasks::record::Owner;
 use mcp_tasks_edge::tasks::runner::TickReport;
-use mcp_tasks_edge::tools::ToolSelection;
+use mcp_tasks_edge::tools::ToolSet;
 use serde_json::{Value, json};
 
 /// 2026-08-23T10:30:00.000Z
@@ -27,9 +27,16 @@ pub fn owner(tenant: &str, principal: &str) -> Owner {
     }
 }
 
+/// Every tool the server crate offers with `MCP_TOOLS=all`: the
+/// conformance fixtures, then the demo tools.
+pub fn all_tools() -> ToolSet {
+    mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(
+        mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS,
+    ))
+}
+
 pub fn config() -> Config {
     Config {
-        tools: ToolSelection::All,
         state_secret: b"test-secret-key".to_vec(),
         ..Config::default()
     }
@@ -71,6 +78,7 @@ impl Harness {
         let server = Server::new(
             store.clone(),
             config,
+            all_tools(),
             Box::new(SequentialIds::starting_at(seed * 1_000_000)),
         )
         .unwrap();

@@ -1,10 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 //! The WASI component under wasmtime: the release build of the `server`
-//! world (`target/wasm32-wasip2/release/mcp_tasks_edge.wasm`, or
+//! world (`target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm`, or
 //! `$COMPONENT_WASM`), driven through `wasi:http/incoming-handler`,
 //! `runner.tick` and `diagnostics`, over the host's SQLite store. Build the
-//! component first: `cargo build --release --target wasm32-wasip2`.
+//! component first: `cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance`.
 
 // The local host's modules, shared with `cargo run --example host`.
 #[allow(dead_code)]

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use mcp_tasks_edge::block_on;
 use mcp_tasks_edge::tasks::record::TaskRecord;
 use mcp_tasks_edge::tasks::runner::{ClaimOutcome, Runner};
-use mcp_tasks_edge::tools::{ToolSelection, ToolSet};
 use serde_json::json;
 
 use crate::runtime::{Clock, Runtime};
@@ -48,7 +47,9 @@ async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
     clock.set(T0 + 5_000);
     {
         let store = SqliteStore::open(dir.path()).unwrap();
-        let tools = ToolSet::new(ToolSelection::All);
+        let tools = mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(
+            mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS,
+        ));
         let info = serde_json::json!({"name": "mcp-tasks-edge", "version": "0"});
         let runner = Runner::new(&store, &tools, "crashed-runner", 30_000, &info, b"secret");
         let claim = block_on(runner.claim(&compute, clock.now_ms())).unwrap();

@@ -33,7 +33,7 @@ pub fn compiled() -> &'static Compiled {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
                 "cannot read the component {}: {e}\n\
-                 Build it first: cargo build --release --target wasm32-wasip2 \
+                 Build it first: cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance \
                  (or point COMPONENT_WASM at it)",
                 path.display()
             )

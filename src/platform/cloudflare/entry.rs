@@ -1,4 +1,5 @@
-//! The Worker's entry points: `fetch` and `scheduled`.
+//! The Worker's entry points, `fetch` and `scheduled`, as functions that the
+//! user's crate exports with [`crate::cloudflare_worker!`].
 
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -6,7 +7,7 @@ use std::rc::Rc;
 use futures_util::future::join_all;
 use worker::{
     Context, Date, Env, Headers, Request, Response, ResponseBuilder, ScheduleContext,
-    ScheduledEvent, console_error, console_log, console_warn, event,
+    ScheduledEvent, console_error, console_log, console_warn,
 };
 
 use super::settings::{RequestLog, Settings, StoreMode, known_http_method};
@@ -19,6 +20,7 @@ use crate::ids::SystemRandom;
 use crate::protocol::jsonrpc::error_bytes;
 use crate::server::Server;
 use crate::time::Millis;
+use crate::tools::ToolFactory;
 
 /// The platform clock: milliseconds since the epoch.
 pub fn now_ms() -> Millis {
@@ -26,7 +28,7 @@ pub fn now_ms() -> Millis {
 }
 
 /// Reads a variable or secret of the Worker's environment.
-fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
+pub(super) fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
     move |name| env.var(name).ok().map(|v| v.to_string())
 }
 
@@ -89,12 +91,17 @@ pub(super) fn misconfigured(what: &str, why: &str) -> Response {
     )
 }
 
-#[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
-    Ok(serve(req, env, ctx).await)
+/// The Worker's `fetch` handler, serving the tools `tools` builds.
+pub async fn fetch(
+    req: Request,
+    env: Env,
+    ctx: Context,
+    tools: ToolFactory,
+) -> worker::Result<Response> {
+    Ok(serve(req, env, ctx, tools).await)
 }
 
-async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
+async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> Response {
     let started = now_ms();
     let path = req.path();
     #[cfg(feature = "test-hooks")]
@@ -111,7 +118,16 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
     };
     let mode = settings.store;
     let listen_budget = settings.listen_subrequests;
-    let server = match Server::new(store.clone(), settings.config, Box::new(SystemRandom)) {
+    let tools = match tools(&env_lookup(&env)) {
+        Ok(t) => t,
+        Err(e) => return misconfigured("tools", &e),
+    };
+    let server = match Server::new(
+        store.clone(),
+        settings.config,
+        tools,
+        Box::new(SystemRandom),
+    ) {
         Ok(s) => s,
         Err(e) => return early_error(e.http_status(), &e),
     };
@@ -180,8 +196,8 @@ async fn serve(mut req: Request, env: Env, ctx: Context) -> Response {
 /// tick budget, purges expired tasks, sets its alarm again). The Worker only
 /// waits on one subrequest per shard; the work and its CPU time are the
 /// shards'.
-#[event(scheduled)]
-async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+/// The Worker's `scheduled` (cron) handler.
+pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let started = now_ms();
     let settings = match settings(&env) {
         Ok(s) => s,

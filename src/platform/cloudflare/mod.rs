@@ -1,10 +1,12 @@
-//! The Cloudflare Workers adapter.
+//! The Cloudflare Workers adapter. Nothing here is exported by this crate:
+//! a user's crate declares the Worker's handlers and the shard Durable
+//! Object class with [`crate::cloudflare_worker!`], naming its tool factory.
 //!
 //! - `fetch` translates the request into the core's [`HttpRequest`], runs
 //!   [`http::handle`] over the Worker's store ([`store`]), and translates the
 //!   answer back, streaming `subscriptions/listen` as SSE ([`sse`]). One JSON
 //!   log line per request.
-//! - [`shard::TaskShard`] is the Durable Object that stores a shard's task
+//! - [`shard::Shard`] is the Durable Object that stores a shard's task
 //!   records in SQLite and advances them from its alarm.
 //! - `scheduled` (cron) asks every shard to sweep: the backstop for lost
 //!   alarms, and the purge of expired tasks.
@@ -28,4 +30,6 @@ pub mod store;
 mod test_hooks;
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-pub use entry::now_ms;
+pub use entry::{fetch, now_ms, scheduled};
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub use shard::Shard;

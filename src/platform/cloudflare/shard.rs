@@ -20,8 +20,8 @@ use std::cell::Cell;
 use worker::js_sys;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    DurableObject, Env, Request, Response, ScheduledTime, SqlStorage, SqlStorageValue, State,
-    Storage, console_error, console_log, durable_object,
+    Env, Request, Response, ScheduledTime, SqlStorage, SqlStorageValue, State, Storage,
+    console_error, console_log,
 };
 
 use super::now_ms;
@@ -30,6 +30,7 @@ use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::store::{Entry, Store, StoreError, Version};
 use crate::time::Millis;
+use crate::tools::ToolFactory;
 
 /// When a sweep leaves work due that it could not advance (a store error, an
 /// unreadable record), the alarm retries after this long instead of at once.
@@ -222,11 +223,13 @@ async fn set_alarm_at(storage: &Storage, at: Millis) -> worker::Result<()> {
     storage.set_alarm(ScheduledTime::new(date)).await
 }
 
-/// One shard of the task table.
-#[durable_object(alarm)]
-pub struct TaskShard {
+/// One shard of the task table: the behaviour of the Durable Object class
+/// that [`crate::cloudflare_worker!`] declares (`TaskShard`) in the user's
+/// crate, running the user's tools from its alarm.
+pub struct Shard {
     state: State,
     env: Env,
+    tools: ToolFactory,
     schema_ready: Cell<bool>,
     /// Whether this instance has checked its alarm since it started. A new
     /// instance sets it again on its first request: a local runtime restart
@@ -234,7 +237,7 @@ pub struct TaskShard {
     alarm_checked: Cell<bool>,
 }
 
-impl TaskShard {
+impl Shard {
     fn store(&self) -> Result<SqlStore, StoreError> {
         let sql = self.state.storage().sql();
         if !self.schema_ready.get() {
@@ -347,7 +350,12 @@ impl TaskShard {
             }
         };
         let budget = settings.config.tick_budget;
-        let server = match Server::new(store, settings.config, Box::new(SystemRandom)) {
+        let lookup = super::entry::env_lookup(&self.env);
+        let tools = match (self.tools)(&lookup) {
+            Ok(t) => t,
+            Err(e) => return self.sweep_failed(&storage, origin, &e, now).await,
+        };
+        let server = match Server::new(store, settings.config, tools, Box::new(SystemRandom)) {
             Ok(s) => s,
             Err(e) => return self.sweep_failed(&storage, origin, &e.message, now).await,
         };
@@ -420,17 +428,20 @@ impl TaskShard {
     }
 }
 
-impl DurableObject for TaskShard {
-    fn new(state: State, env: Env) -> Self {
-        TaskShard {
+impl Shard {
+    /// The shard object `state`, running the tools `tools` builds.
+    pub fn new(state: State, env: Env, tools: ToolFactory) -> Self {
+        Shard {
             state,
             env,
+            tools,
             schema_ready: Cell::new(false),
             alarm_checked: Cell::new(false),
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+    /// One store operation from the Worker (the shard protocol of `wire`).
+    pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let reply = match req.text().await {
             Ok(text) => match serde_json::from_str::<Op>(&text) {
                 Ok(op) => self.handle(op).await,
@@ -441,7 +452,8 @@ impl DurableObject for TaskShard {
         Response::from_json(&reply)
     }
 
-    async fn alarm(&self) -> worker::Result<Response> {
+    /// Advances the shard's due work and sets the next alarm.
+    pub async fn alarm(&self) -> worker::Result<Response> {
         // Errors are handled inside (the alarm is always set again), so the
         // runtime's own retries are not needed.
         self.sweep("alarm").await;

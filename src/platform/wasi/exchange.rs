@@ -3,12 +3,12 @@
 //! answer would be a stream returns `none` (the host then uses `wasi:http`).
 
 use super::bindings::exports::mcp::tasks_edge::exchange::{Guest, Request, Response};
-use super::{Component, misconfigured, now_ms, with_server};
+use super::{App, Component, misconfigured, now_ms, with_server};
 use crate::http::{self, HttpBody, HttpRequest, HttpResponse};
 
-impl Guest for Component {
+impl<A: App> Guest for Component<A> {
     fn handle(request: Request) -> Option<Response> {
-        let response = with_server(|server| match server {
+        let response = with_server::<A, _>(|server| match server {
             Ok(server) => {
                 let req = HttpRequest {
                     method: &request.method,

@@ -13,7 +13,7 @@ use wasip2::io::streams::{OutputStream, StreamError};
 
 use super::bindings::exports::wasi::http::incoming_handler::Guest;
 use super::store::HostStore;
-use super::{Component, misconfigured, now_ms, with_server};
+use super::{App, Component, misconfigured, now_ms, with_server};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest, HttpResponse, Next};
 use crate::protocol::jsonrpc::error_bytes;
@@ -22,9 +22,9 @@ use crate::server::Server;
 /// Largest chunk read from the request body at once.
 const READ_CHUNK: usize = 64 * 1024;
 
-impl Guest for Component {
+impl<A: App> Guest for Component<A> {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
-        with_server(|server| match server {
+        with_server::<A, _>(|server| match server {
             Ok(server) => serve(server, request, response_out),
             Err(_) => {
                 drop(request);

@@ -10,10 +10,13 @@
 //! - Task steps reach the network through `wasi:http/outgoing-handler`
 //!   (`outbound`), and read tool settings from the environment.
 //!
+//! Nothing here is exported by this crate: a user's crate exports the
+//! component with [`crate::wasi_component!`], naming its tool factory.
 //! Each instance builds its [`Server`] once, on first use, from the
-//! environment the host gives it (`MCP_*` variables). If the settings are
-//! invalid, every request is answered 503 with a JSON-RPC error and the
-//! reason goes to stderr. Only this module names generated types.
+//! environment the host gives it (`MCP_*` variables, tool settings). If the
+//! settings are invalid, every request is answered 503 with a JSON-RPC
+//! error and the reason goes to stderr. Only this module names generated
+//! types.
 
 mod exchange;
 mod handler;
@@ -21,6 +24,7 @@ mod outbound;
 mod store;
 
 use std::cell::OnceCell;
+use std::marker::PhantomData;
 
 use crate::config::Config;
 use crate::ids::SystemRandom;
@@ -28,13 +32,18 @@ use crate::server::Server;
 use crate::store::contract;
 use crate::tasks::runner::TickReport;
 use crate::time::Millis;
+use crate::tools::ToolFactory;
 use store::HostStore;
 
+/// The generated bindings of world `server`; [`crate::wasi_component!`]
+/// uses their `export!` macro.
+#[doc(hidden)]
 #[allow(clippy::all, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod bindings {
+pub mod bindings {
     wit_bindgen::generate!({
         world: "server",
         path: "wit",
+        pub_export_macro: true,
         with: {
             "wasi:http/types@0.2.12": wasip2::http::types,
             "wasi:io/streams@0.2.12": wasip2::io::streams,
@@ -55,7 +64,16 @@ thread_local! {
     static INSTANCE: OnceCell<Instance> = const { OnceCell::new() };
 }
 
-fn build() -> Instance {
+/// A user's server: the tools the component serves.
+pub trait App: 'static {
+    const TOOLS: ToolFactory;
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn build<A: App>() -> Instance {
     let config = Config::from_env(|k| std::env::var(k).ok()).map_err(|e| {
         eprintln!("mcp-tasks-edge: invalid configuration: {e}");
         e.0
@@ -66,19 +84,23 @@ fn build() -> Instance {
              fixed identity with no credentials checked. Never expose this server beyond localhost."
         );
     }
-    let server = Server::new(HostStore, config, Box::new(SystemRandom)).map_err(|e| {
+    let tools = (A::TOOLS)(&env_lookup).map_err(|e| {
+        eprintln!("mcp-tasks-edge: invalid tool configuration: {e}");
+        e
+    })?;
+    let server = Server::new(HostStore, config, tools, Box::new(SystemRandom)).map_err(|e| {
         eprintln!("mcp-tasks-edge: the server could not start: {}", e.message);
         e.message
     })?;
     Ok(server
         .with_outbound(Box::new(outbound::WasiOutbound))
-        .with_tool_settings(Box::new(|name: &str| std::env::var(name).ok()))
+        .with_tool_settings(Box::new(env_lookup))
         .with_clock(now_ms))
 }
 
 /// Runs `f` with this instance's server (built on first use).
-fn with_server<R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
-    INSTANCE.with(|cell| match cell.get_or_init(build) {
+fn with_server<A: App, R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
+    INSTANCE.with(|cell| match cell.get_or_init(build::<A>) {
         Ok(server) => f(Ok(server)),
         Err(why) => f(Err(why.as_str())),
     })
@@ -103,11 +125,13 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-struct Component;
+/// The component of the user's server `A`.
+#[doc(hidden)]
+pub struct Component<A: App>(PhantomData<A>);
 
-impl runner::Guest for Component {
+impl<A: App> runner::Guest for Component<A> {
     fn tick(now_ms: i64) -> runner::TickReport {
-        let report = with_server(|server| match server {
+        let report = with_server::<A, _>(|server| match server {
             Ok(server) => crate::block_on(server.tick(now_ms)),
             Err(_) => TickReport {
                 errors: 1,
@@ -128,7 +152,7 @@ impl runner::Guest for Component {
     }
 }
 
-impl diagnostics::Guest for Component {
+impl<A: App> diagnostics::Guest for Component<A> {
     fn run_store_contract(prefix: String) -> Result<u32, String> {
         let report = crate::block_on(contract::run(&HostStore, &prefix));
         if report.failures.is_empty() {
@@ -138,5 +162,3 @@ impl diagnostics::Guest for Component {
         }
     }
 }
-
-bindings::export!(Component with_types_in bindings);

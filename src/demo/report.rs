@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
 use crate::protocol::tools::{ElicitAction, InputRequest, InputRequests};
+use crate::tools::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
 
 pub struct GenerateReport {
     /// How long drafting the outline takes.

@@ -21,9 +21,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
 use crate::outbound::{OutboundError, OutboundRequest, OutboundResponse};
 use crate::protocol::tools::{ElicitAction, InputRequest, InputRequests};
+use crate::tools::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
 
 pub struct RunJob;
 

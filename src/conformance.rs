@@ -1,21 +1,23 @@
 //! The official conformance suite's fixture tools (fixed names and
-//! behaviours, see the suite's `tasks-*` scenarios). Enabled with the
-//! `conformance` or `all` tool selection.
+//! behaviours, see the suite's `tasks-*` scenarios), written with the public
+//! tool API. Behind the `conformance-tools` feature; never in a deployed
+//! build.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{
-    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
-    TaskSupport, Tool, ToolCall, form_schema,
-};
 use crate::error::{ErrorCode, RpcError};
 use crate::protocol::tools::{
     CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
 };
+use crate::tools::{
+    CallError, CallPlan, Requirements, Start, Step, StepContext, StepFuture, StepOutcome,
+    TaskStart, TaskSupport, TaskTool, Tool, ToolCall, ToolSet, form_schema, task_tool,
+};
 
-pub fn all() -> Vec<Box<dyn Tool>> {
-    vec![
+/// Every fixture tool, `greet` first.
+pub fn tools() -> ToolSet {
+    ToolSet::from_tools(vec![
         Box::new(Greet),
         Box::new(MissingCapability),
         Box::new(StreamingElicitation),
@@ -26,8 +28,8 @@ pub fn all() -> Vec<Box<dyn Tool>> {
         Box::new(ConfirmDelete),
         Box::new(MultiInput),
         Box::new(TestToolWithTask),
-        super::task_tool(TrapStep),
-    ]
+        task_tool(TrapStep),
+    ])
 }
 
 fn schema(properties: Value, required: &[&str]) -> Value {
@@ -113,7 +115,7 @@ struct SlowArgs {
 
 impl SlowArgs {
     fn parse(v: &serde_json::Map<String, Value>) -> Result<SlowArgs, String> {
-        let a: SlowArgs = super::parse_args("slow_compute", v)?;
+        let a: SlowArgs = crate::tools::parse_args("slow_compute", v)?;
         if !(0.0..=3_600.0).contains(&a.seconds) {
             return Err(
                 "Invalid arguments for tool slow_compute: seconds must be between 0 and 3600."
@@ -515,18 +517,59 @@ struct TrapStep;
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct NoArgs {}
 
-impl super::TaskTool for TrapStep {
+impl TaskTool for TrapStep {
     type Args = NoArgs;
     type State = ();
     type Output = String;
     const NAME: &'static str = "trap_step";
     const DESCRIPTION: &'static str = "Test fixture: a task whose every step traps the runtime.";
 
-    fn start(&self, _args: &NoArgs) -> super::Start<()> {
-        super::Start::now(())
+    fn start(&self, _args: &NoArgs) -> Start<()> {
+        Start::now(())
     }
 
-    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> super::Step<(), String> {
+    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> Step<(), String> {
         std::process::abort()
+    }
+}
+
+#[cfg(all(test, feature = "demo"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_valid_object_schema() {
+        let set = tools().and(crate::demo::tools(0));
+        let names: Vec<_> = set.descriptors().iter().map(|d| d.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "names are unique");
+        assert_eq!(
+            names[0], "greet",
+            "a tool that answers any call comes first"
+        );
+        assert_eq!(names.len(), 13);
+        for d in set.descriptors() {
+            let s = &d.input_schema;
+            assert_eq!(s["type"], "object", "{}", d.name);
+            assert!(!d.description.is_empty(), "{}", d.name);
+            assert!(
+                d.name.len() <= 128
+                    && d.name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+            );
+            assert!(s["properties"].is_object(), "{}", d.name);
+            if let Some(req) = s.get("required") {
+                for r in req.as_array().unwrap() {
+                    assert!(
+                        s["properties"].get(r.as_str().unwrap()).is_some(),
+                        "{}: {r}",
+                        d.name
+                    );
+                }
+            }
+        }
     }
 }
