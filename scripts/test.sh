@@ -30,14 +30,20 @@ run "format" cargo fmt --all --check
 run "clippy" bash scripts/lint.sh host
 run "clippy (wasi component)" bash scripts/lint.sh wasi
 run "core tests" bash -c 'cargo test --locked --lib --examples --test core &&
+  cargo test --locked --doc -p mcp-tasks-edge &&
   cargo test --locked -p mcp-tasks-edge-server &&
-  cargo test --locked -p mcp-tasks-edge-server --features conformance'
+  cargo test --locked -p mcp-tasks-edge-server --features conformance &&
+  cargo test --locked -p mcp-tasks-edge-starter'
 
 # The wasi tests load the release component; build it first (never from
 # inside a test: a nested cargo would wait on the target-dir lock).
-run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --locked -p mcp-tasks-edge-server --features conformance &&
-  w=target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm &&
-  echo "wasi component: $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"'
+# The server's and the starter's components, in one build of the library.
+run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --locked \
+    -p mcp-tasks-edge-server -p mcp-tasks-edge-starter --features mcp-tasks-edge-server/conformance &&
+  for c in mcp_tasks_edge_server mcp_tasks_edge_starter; do
+    w=target/wasm32-wasip2/release/$c.wasm
+    echo "wasi component: $c $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"
+  done'
 run "wasi tests" cargo test --locked --test wasi
 run "conformance (wasi host)" bash scripts/conformance.sh
 

@@ -10,23 +10,28 @@ cd "$(dirname "$0")/.."
 source scripts/cf-env.sh
 cf_ensure_tools || { echo "workerd e2e: 0 passed, 1 failed (toolchain install)"; exit 1; }
 
-build() { # out-dir, extra cargo args... (the server crate, like a user's)
-  local out=$1; shift
-  local t0=$SECONDS
-  if ! worker-build --profile worker --out-dir "../$out" server "$@" >"$out.build.log" 2>&1; then
-    cat "$out.build.log"
-    echo "workerd e2e: 0 passed, 1 failed (worker-build $out)"
+build() { # crate, "worker-build options", cargo options... (each crate built
+  # the way a user's is)
+  local crate=$1 opts=$2; shift 2
+  local t0=$SECONDS log=.wrangler/worker-build.log
+  # shellcheck disable=SC2086 # the options are words
+  if ! worker-build $opts "$crate" "$@" >"$log" 2>&1; then
+    cat "$log"
+    echo "workerd e2e: 0 passed, 1 failed (worker-build $opts $crate $*)"
     exit 1
   fi
-  echo "figure: worker-build $out took $((SECONDS - t0)) s"
+  echo "figure: worker-build $opts $crate $* took $((SECONDS - t0)) s"
 }
 mkdir -p .wrangler
-build build
-build build-e2e --features test-hooks,conformance
-rm -f build.build.log build-e2e.build.log
+build server "--profile worker --out-dir ../build"
+build server "--profile worker --out-dir ../build-e2e" --features test-hooks,conformance
+# The starter, as its own wrangler.toml builds it (wrangler dev runs the
+# same command again at start, then from cache).
+build examples/starter "--release"
 
 size() { stat -c %s "$1"; }
 gz() { gzip -9c "$1" | wc -c; }
 echo "figure: deployed bundle: wasm $(size build/index_bg.wasm) B raw, $(gz build/index_bg.wasm) B gzip -9; JS shim $(size build/index.js) B raw, $(gz build/index.js) B gzip -9"
+echo "figure: starter bundle: wasm $(size examples/starter/build/index_bg.wasm) B raw, $(gz examples/starter/build/index_bg.wasm) B gzip -9"
 
 node tests/workerd/e2e.mjs

@@ -32,6 +32,7 @@ pub mod protocol;
 pub mod server;
 pub mod store;
 pub mod tasks;
+pub mod testing;
 pub mod time;
 pub mod tools;
 

@@ -93,8 +93,28 @@ impl SqliteStore {
             idle: Mutex::new(Vec::new()),
             sync,
         };
-        let conn = store.connect()?;
-        conn.execute_batch(SCHEMA)?;
+        // Several processes (or threads) opening a new store at once can
+        // find it locked while one of them switches it to WAL, which SQLite
+        // reports at once instead of waiting: try again for a while.
+        let mut attempt = 0;
+        let conn = loop {
+            match store
+                .connect()
+                .and_then(|c| c.execute_batch(SCHEMA).map(|()| c))
+            {
+                Ok(conn) => break conn,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) && attempt < 100 =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         store.release(conn);
         Ok(store)
     }

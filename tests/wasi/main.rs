@@ -27,6 +27,7 @@ mod mcp_client;
 mod outbound;
 mod replicas;
 mod restart;
+mod starter;
 mod support;
 mod tenancy;
 mod transcript;

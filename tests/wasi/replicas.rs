@@ -45,12 +45,20 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
     let clock = Clock::manual(T0);
     let barrier = Barrier::new(3);
 
+    // Every runtime is opened before any thread waits on the barrier, so
+    // that a failure here fails the test instead of stranding the others.
+    let runtimes = [
+        runtime(dir.path(), settings(&clock)),
+        runtime(dir.path(), settings(&clock)),
+    ];
+    let client = runtime(dir.path(), settings(&clock));
+
     let (reports, approve, cancel) = std::thread::scope(|s| {
-        let replica = |name: &'static str| {
-            let (barrier, clock, dir) = (&barrier, &clock, dir.path());
+        let [rt_a, rt_b] = runtimes;
+        let replica = |name: &'static str, rt: std::sync::Arc<crate::runtime::Runtime>| {
+            let (barrier, clock) = (&barrier, &clock);
             s.spawn(move || {
                 let tokio = tokio();
-                let rt = runtime(dir, settings(clock));
                 let mut total = TickReport::default();
                 for _ in 0..ROUNDS {
                     barrier.wait();
@@ -64,11 +72,11 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
                 total
             })
         };
-        let a = replica("a");
-        let b = replica("b");
+        let a = replica("a", rt_a);
+        let b = replica("b", rt_b);
 
         let tokio = tokio();
-        let c = Client::new(runtime(dir.path(), settings(&clock)));
+        let c = Client::new(client);
         let (approve, cancel) = tokio.block_on(async {
             let mut approve = Vec::new();
             let mut cancel = Vec::new();

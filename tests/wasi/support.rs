@@ -55,6 +55,23 @@ pub fn compiled() -> &'static Compiled {
     })
 }
 
+/// Another component of this workspace (`target/wasm32-wasip2/release/{name}.wasm`),
+/// compiled on a new engine.
+pub fn other_component(name: &str) -> (Engine, Component) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    let engine = Runtime::engine().unwrap();
+    let component = Component::from_file(&engine, &path).unwrap_or_else(|e| {
+        panic!(
+            "cannot load {}: {e}\nBuild it first: cargo build --release --target wasm32-wasip2 -p {}",
+            path.display(),
+            name.replace('_', "-")
+        )
+    });
+    (engine, component)
+}
+
 /// A new engine with the component loaded into it, as a restarted host
 /// process does from its compilation cache: nothing is shared with the
 /// engine of [`compiled`].

@@ -37,6 +37,8 @@ pub struct Seen {
 #[derive(Default)]
 struct State {
     submits: VecDeque<Behave>,
+    /// How the next `GET /health` answer (then 200).
+    health: VecDeque<u16>,
     polls: u32,
     jobs: BTreeMap<String, (String, u32)>,
     seen: Vec<Seen>,
@@ -104,6 +106,10 @@ async fn answer(
     }
     let mut s = state.lock().unwrap();
     match (method.as_str(), path.as_str()) {
+        ("GET", "/health") => {
+            let code = s.health.pop_front().unwrap_or(200);
+            json_response(code, json!({"healthy": code == 200}))
+        }
         ("POST", "/api/jobs") => {
             let n = s.jobs.len();
             let polls = s.polls;
@@ -167,6 +173,11 @@ impl Upstream {
     /// Scripts the next submits.
     pub fn then(&self, behaviours: &[Behave]) {
         self.state.lock().unwrap().submits.extend(behaviours);
+    }
+
+    /// The next `GET /health` answers.
+    pub fn health(&self, codes: &[u16]) {
+        self.state.lock().unwrap().health.extend(codes);
     }
 
     /// New jobs run for this many polls.

@@ -226,6 +226,22 @@ async function outboundRefused(upstream) {
   });
 }
 
+/// The starter crate's own Worker (examples/starter/wrangler.toml), as a
+/// user runs it: its tool checks a URL on 127.0.0.1, advanced by alarms.
+async function starter(upstream) {
+  await test('the starter Worker lists its tool and runs it to completion', async () => {
+    const listed = await call('tools/list', {});
+    equal(listed.body?.result?.tools?.map((t) => t.name), ['wait_for_url'], 'tools');
+    upstream.health.push(503, 503);
+    const before = upstream.seen.length;
+    const taskId = await startTask('wait_for_url', { url: `${upstream.origin}/health` });
+    const t = await waitFor(taskId, (x) => TERMINAL.has(x.status), 'complete', 30_000);
+    check(t.status === 'completed', `status ${t.status}: ${JSON.stringify(t)}`);
+    check(t.result.structuredContent.checks === 3, `result ${JSON.stringify(t.result)}`);
+    check(upstream.seen.length - before === 3, `checks seen: ${upstream.seen.length - before}`);
+  });
+}
+
 async function storeContract(label) {
   await test(`store contract through the Worker's store (${label})`, async () => {
     const prefix = `contract-${label}-${crypto.randomBytes(4).toString('hex')}:`;
@@ -596,6 +612,13 @@ async function main() {
   useServer(new Wrangler({ MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url }));
   await server.start();
   await outboundRefused(upstream);
+  await server.stop();
+  useServer(new Wrangler(
+    { MCP_AUTH: 'insecure-local', MCP_INSECURE_PRINCIPAL: 'e2e/starter', MCP_OUTBOUND_ALLOW: upstream.origin },
+    { config: 'wrangler.toml', cwd: path.join(ROOT, 'examples/starter') },
+  ));
+  await server.start();
+  await starter(upstream);
   await server.stop();
   await upstream.stop();
 

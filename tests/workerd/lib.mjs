@@ -79,8 +79,12 @@ export function groupAlive(pid) {
 export const running = new Set();
 
 export class Wrangler {
-  constructor(vars = {}) {
+  /// `config`: the wrangler.toml to serve (the e2e Worker by default);
+  /// `cwd`: where wrangler runs (its build command runs there).
+  constructor(vars = {}, { config = CONFIG, cwd = ROOT } = {}) {
     this.vars = vars;
+    this.config = config;
+    this.cwd = cwd;
   }
 
   async start() {
@@ -103,7 +107,7 @@ export class Wrangler {
     this.inspector = await freePort();
     this.url = `http://127.0.0.1:${this.port}/mcp`;
     const args = [
-      'dev', '--config', CONFIG, '--ip', '127.0.0.1', '--port', String(this.port),
+      'dev', '--config', this.config, '--ip', '127.0.0.1', '--port', String(this.port),
       '--inspector-port', String(this.inspector), '--test-scheduled',
       '--persist-to', STATE, '--var', `MCP_STATE_SECRET:${SECRET}`,
     ];
@@ -114,7 +118,7 @@ export class Wrangler {
     fs.appendFileSync(LOG, `\n===== wrangler dev ${JSON.stringify(shown)} on ${this.port} =====\n`);
     const fd = fs.openSync(LOG, 'a');
     this.child = spawn(path.join(BIN, 'wrangler'), args, {
-      cwd: ROOT,
+      cwd: this.cwd,
       detached: true,
       stdio: ['ignore', fd, fd],
     });

@@ -9,6 +9,7 @@ import http from 'node:http';
 export class Upstream {
   constructor() {
     this.submits = []; // { status } | { hangMs }
+    this.health = []; // statuses of the next GET /health (then 200)
     this.polls = 0;
     this.jobs = new Map(); // key -> { id, left }
     this.seen = [];
@@ -47,6 +48,10 @@ export class Upstream {
         return send(scripted.status, { error: 'scripted' }, scripted.status === 429 ? { 'retry-after': '1' } : {});
       }
       if (scripted?.hangMs) await new Promise((r) => setTimeout(r, scripted.hangMs));
+      if (req.method === 'GET' && req.url === '/health') {
+        const status = this.health.shift() ?? 200;
+        return send(status, { healthy: status === 200 });
+      }
       if (req.method === 'POST' && req.url === '/api/jobs') {
         if (!this.jobs.has(key)) this.jobs.set(key, { id: `job-${this.jobs.size + 1}`, left: this.polls });
         return send(202, { id: this.jobs.get(key).id });
