@@ -143,9 +143,6 @@ pub trait Outbound {
         request: OutboundRequest,
         max_body: usize,
     ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>>;
-
-    /// Writes one log line about outbound traffic (never headers or bodies).
-    fn log(&self, _line: &str) {}
 }
 
 impl<T: Outbound + ?Sized> Outbound for std::rc::Rc<T> {
@@ -155,10 +152,6 @@ impl<T: Outbound + ?Sized> Outbound for std::rc::Rc<T> {
         max_body: usize,
     ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
         (**self).send(request, max_body)
-    }
-
-    fn log(&self, line: &str) {
-        (**self).log(line)
     }
 }
 

@@ -224,6 +224,7 @@ pub struct Server<S: Store> {
     outbound: Box<dyn Outbound>,
     tool_settings: Box<dyn ToolSettings>,
     clock: Option<fn() -> Millis>,
+    log: fn(&str),
 }
 
 impl<S: Store> Server<S> {
@@ -252,6 +253,7 @@ impl<S: Store> Server<S> {
             outbound: Box::new(NoOutbound),
             tool_settings: Box::new(no_settings),
             clock: None,
+            log: |_| {},
         })
     }
 
@@ -288,6 +290,13 @@ impl<S: Store> Server<S> {
         self
     }
 
+    /// Where the runner writes its operator log lines (JSON: a task given
+    /// up on after its attempts, a refused outbound request).
+    pub fn with_log(mut self, log: fn(&str)) -> Self {
+        self.log = log;
+        self
+    }
+
     /// The runner that advances this server's tasks.
     pub fn runner(&self) -> Runner<'_, S> {
         let mut r = Runner::new(
@@ -303,6 +312,7 @@ impl<S: Store> Server<S> {
         r.policy = &self.config.outbound;
         r.settings = self.tool_settings.as_ref();
         r.clock = self.clock.as_ref().map(|c| c as &dyn Fn() -> Millis);
+        r.log = &self.log;
         r
     }
 

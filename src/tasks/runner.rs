@@ -144,6 +144,7 @@ static NO_POLICY: OutboundPolicy = OutboundPolicy {
     max_response_bytes: 0,
 };
 static NO_SETTINGS: fn(&str) -> Option<String> = no_settings;
+static NO_LOG: fn(&str) = |_| {};
 
 /// A runner over one store and tool set.
 pub struct Runner<'a, S: Store> {
@@ -163,6 +164,9 @@ pub struct Runner<'a, S: Store> {
     pub outbound: &'a dyn Outbound,
     pub policy: &'a OutboundPolicy,
     pub settings: &'a dyn ToolSettings,
+    /// Operator log lines (JSON): tasks given up on, refused outbound
+    /// requests.
+    pub log: &'a dyn Fn(&str),
 }
 
 fn io(e: StoreError) -> RpcError {
@@ -223,6 +227,7 @@ impl<'a, S: Store> Runner<'a, S> {
             outbound: &NO_OUTBOUND,
             policy: &NO_POLICY,
             settings: &NO_SETTINGS,
+            log: &NO_LOG,
         }
     }
 
@@ -329,7 +334,14 @@ impl<'a, S: Store> Runner<'a, S> {
                 return Ok(ClaimOutcome::Skipped);
             }
             return match save(self.store, Some(version), &record, self.server_info).await? {
-                Ok(_) => Ok(ClaimOutcome::GaveUp),
+                Ok(_) => {
+                    let line = serde_json::json!({
+                        "event": "task-gave-up", "task": record.id, "tool": record.tool,
+                        "attempts": record.attempts,
+                    });
+                    (self.log)(&line.to_string());
+                    Ok(ClaimOutcome::GaveUp)
+                }
                 Err(_) => Ok(ClaimOutcome::Skipped),
             };
         }
@@ -384,6 +396,7 @@ impl<'a, S: Store> Runner<'a, S> {
                 policy: self.policy,
                 settings: self.settings,
                 cancel: &probe,
+                log: self.log,
             },
         };
         tool.step(&cx).await

@@ -213,6 +213,8 @@ pub struct StepEnv<'a> {
     pub policy: &'a OutboundPolicy,
     pub settings: &'a dyn ToolSettings,
     pub cancel: &'a dyn CancelProbe,
+    /// Writes one operator log line (JSON; never a secret, header or body).
+    pub log: &'a dyn Fn(&str),
 }
 
 /// What one step sees, and the capabilities it may use.
@@ -332,7 +334,7 @@ impl<'a> StepContext<'a> {
             let line = serde_json::json!({
                 "event": "outbound-refused", "task": self.task_id, "reason": e.to_string(),
             });
-            self.env.outbound.log(&line.to_string());
+            (self.env.log)(&line.to_string());
             return Err(e);
         }
         let left = self.deadline.saturating_sub(self.now).max(0) as u64;

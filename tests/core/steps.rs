@@ -367,6 +367,23 @@ impl Tool for Counting {
     }
 }
 
+/// Operator log lines written by the servers of these tests.
+static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn log_line(line: &str) {
+    LOG.lock().unwrap().push(line.to_owned());
+}
+
+/// The logged lines that mention `needle`.
+fn logged(needle: &str) -> Vec<String> {
+    LOG.lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
+}
+
 fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
     let steps = Arc::new(AtomicUsize::new(0));
     let mut cfg = config();
@@ -381,6 +398,7 @@ fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
             Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
         )
         .unwrap()
+        .with_log(log_line)
     });
     (h, steps)
 }
@@ -433,6 +451,11 @@ fn a_poison_task_whose_runner_keeps_dying_fails_and_others_go_on() {
     assert_eq!(h.status(&report), "input_required");
     // Nothing is left due for the poison task but its purge at expiry.
     assert_eq!(h.tick().due, 0);
+    let lines = logged(&poison);
+    assert_eq!(lines.len(), 1, "logged once: {lines:?}");
+    let line: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(line["event"], "task-gave-up");
+    assert_eq!(line["attempts"], 3);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, console_warn};
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::outbound::{LocalFuture, Outbound, OutboundError, OutboundRequest, OutboundResponse};
 
@@ -20,10 +20,6 @@ impl Outbound for FetchOutbound {
         max_body: usize,
     ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
         Box::pin(send(request, max_body))
-    }
-
-    fn log(&self, line: &str) {
-        console_warn!("{line}");
     }
 }
 

@@ -365,7 +365,8 @@ impl Shard {
             .with_tool_settings(Box::new(move |name: &str| {
                 env.var(name).ok().map(|v| v.to_string())
             }))
-            .with_clock(now_ms);
+            .with_clock(now_ms)
+            .with_log(|line| worker::console_warn!("{line}"));
         let tick = server.tick(now).await;
         let progress = tick.stepped + tick.purged + tick.cancelled > 0;
         let alarm_at = match tick.next_due {

@@ -95,7 +95,8 @@ fn build<A: App>() -> Instance {
     Ok(server
         .with_outbound(Box::new(outbound::WasiOutbound))
         .with_tool_settings(Box::new(env_lookup))
-        .with_clock(now_ms))
+        .with_clock(now_ms)
+        .with_log(|line| eprintln!("{line}")))
 }
 
 /// Runs `f` with this instance's server (built on first use).

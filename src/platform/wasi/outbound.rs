@@ -25,10 +25,6 @@ impl Outbound for WasiOutbound {
         // ready when it is first polled.
         Box::pin(std::future::ready(send(request, max_body)))
     }
-
-    fn log(&self, line: &str) {
-        eprintln!("{line}");
-    }
 }
 
 fn failed(what: &str) -> OutboundError {
