@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 
 /// 2026-08-23T10:30:00.000Z
 pub const T0: i64 = 1_787_481_000_000;
-pub const VERSION: &str = "2026-07-28";
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 pub fn owner(tenant: &str, principal: &str) -> Owner {
@@ -42,17 +41,9 @@ pub fn config() -> Config {
     }
 }
 
-/// Capabilities of a client that supports tasks and form elicitation.
-pub fn caps() -> Value {
-    json!({"elicitation": {}, "extensions": {TASKS: {}}})
-}
-
-pub fn meta(caps: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
-}
+/// Capabilities of a client that supports tasks and form elicitation, and
+/// the required `_meta` (the library's test support).
+pub use mcp_tasks_edge::testing::{full_capabilities as caps, meta};
 
 pub type SharedStore = Arc<MemoryStore>;
 

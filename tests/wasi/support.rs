@@ -16,8 +16,6 @@ use crate::sqlite::SqliteStore;
 
 /// 2026-08-23T10:30:00.000Z, the core tests' epoch.
 pub const T0: i64 = 1_787_481_000_000;
-pub const VERSION: &str = "2026-07-28";
-pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 pub struct Compiled {
     pub engine: Engine,
@@ -142,45 +140,13 @@ impl Drop for TempDir {
     }
 }
 
-/// Capabilities of a client that supports tasks and form elicitation.
-pub fn caps() -> Value {
-    json!({"elicitation": {}, "extensions": {TASKS: {}}})
-}
+/// Capabilities of a client that supports tasks and form elicitation, and
+/// the required `_meta` (the library's test support).
+pub use mcp_tasks_edge::testing::{full_capabilities as caps, meta};
 
-pub fn meta(caps: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-    })
-}
-
-/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` as a conforming
-/// client derives them from the body, plus the content headers.
-pub fn standard_headers(msg: &Value) -> Vec<(String, String)> {
-    let mut h = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        (
-            "accept".to_owned(),
-            "application/json, text/event-stream".to_owned(),
-        ),
-    ];
-    if let Some(v) = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() {
-        h.push(("mcp-protocol-version".to_owned(), v.to_owned()));
-    }
-    if let Some(m) = msg["method"].as_str() {
-        h.push(("mcp-method".to_owned(), m.to_owned()));
-        let name = match m {
-            "tools/call" | "prompts/get" => msg["params"]["name"].as_str(),
-            "resources/read" => msg["params"]["uri"].as_str(),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => msg["params"]["taskId"].as_str(),
-            _ => None,
-        };
-        if let Some(n) = name {
-            h.push(("mcp-name".to_owned(), n.to_owned()));
-        }
-    }
-    h
-}
+/// The headers a conforming client derives from the body (the library's
+/// test support).
+pub use mcp_tasks_edge::testing::standard_headers;
 
 /// Sends raw bytes with the given headers to `/mcp`.
 pub async fn post_raw(rt: &Arc<Runtime>, headers: &[(String, String)], body: Vec<u8>) -> Collected {
