@@ -9,7 +9,9 @@
 //! Serves the component on `http://127.0.0.1:PORT/mcp`, keeps tasks in
 //! SQLite under `--data` (several host processes may share it), and ticks
 //! the runner. Every `MCP_*` variable of this process is passed to the
-//! component. Options: `--component PATH` (default: the release build, or
+//! component, and each variable named by `--env NAME` (a tool's settings
+//! and secrets, such as `JOB_API_URL`). Outbound requests reach only the
+//! origins in `MCP_OUTBOUND_ALLOW`. Options: `--component PATH` (default: the release build, or
 //! `$COMPONENT_WASM`), `--instances pooled|fresh` (default pooled),
 //! `--no-tick` (serve only; another host ticks), `--http exchange|wasi`
 //! (default exchange: requests are one call to the component's `exchange`
@@ -44,6 +46,9 @@ struct Args {
     tick: bool,
     mode: serve::Mode,
     sync: sqlite::Sync,
+    /// Variables passed to the component besides `MCP_*` (tool settings
+    /// and secrets).
+    pass_env: Vec<String>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -55,6 +60,7 @@ fn parse_args() -> Result<Args> {
         tick: true,
         mode: serve::Mode::Component,
         sync: sqlite::Sync::Full,
+        pass_env: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -76,11 +82,12 @@ fn parse_args() -> Result<Args> {
                 }
             }
             "--sync" => args.sync = value("--sync")?.parse().map_err(anyhow::Error::msg)?,
+            "--env" => args.pass_env.push(value("--env")?),
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
-                     [--http exchange|wasi]"
+                     [--http exchange|wasi] [--env NAME]..."
                 );
                 std::process::exit(0);
             }
@@ -93,7 +100,7 @@ fn parse_args() -> Result<Args> {
 fn main() -> Result<()> {
     let args = parse_args()?;
     let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("MCP_"))
+        .filter(|(k, _)| k.starts_with("MCP_") || args.pass_env.contains(k))
         .collect();
     if env
         .iter()

@@ -21,6 +21,7 @@ mod config;
 mod contract;
 mod exchange;
 mod hostile;
+mod kill;
 mod limits;
 mod listen;
 mod mcp_client;
