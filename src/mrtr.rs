@@ -44,25 +44,25 @@ fn args_digest(arguments: &Map<String, Value>) -> [u8; 32] {
     )
 }
 
-fn tag(
-    secret: &[u8],
+/// Runs `f` on the inputs the tag covers: the label, the caller, the tool,
+/// the arguments' digest and the encoded payload. Signing and verifying
+/// both go through here, so the two cannot drift apart.
+fn with_tagged_parts<R>(
     owner: &Owner,
     tool: &str,
     arguments: &Map<String, Value>,
     payload: &str,
-) -> [u8; 32] {
+    f: impl FnOnce(&[&[u8]]) -> R,
+) -> R {
     let digest = args_digest(arguments);
-    hmac_sha256(
-        secret,
-        &[
-            LABEL,
-            owner.tenant.as_bytes(),
-            owner.principal.as_bytes(),
-            tool.as_bytes(),
-            &digest,
-            payload.as_bytes(),
-        ],
-    )
+    f(&[
+        LABEL,
+        owner.tenant.as_bytes(),
+        owner.principal.as_bytes(),
+        tool.as_bytes(),
+        &digest,
+        payload.as_bytes(),
+    ])
 }
 
 /// Signs tool data for the next round.
@@ -85,7 +85,9 @@ pub fn sign(
     let json = serde_json::to_vec(&payload)
         .map_err(|_| RpcError::internal("Internal error: state encoding failed."))?;
     let encoded = b64url(&json);
-    let t = tag(secret, owner, tool, arguments, &encoded);
+    let t = with_tagged_parts(owner, tool, arguments, &encoded, |parts| {
+        hmac_sha256(secret, parts)
+    });
     Ok(format!("{encoded}.{}", b64url(&t)))
 }
 
@@ -109,16 +111,10 @@ pub fn verify(
     }
     let (encoded, tag_text) = state.split_once('.').ok_or_else(invalid)?;
     let given = b64url_decode(tag_text).ok_or_else(invalid)?;
-    let digest = args_digest(arguments);
-    let parts: [&[u8]; 6] = [
-        LABEL,
-        owner.tenant.as_bytes(),
-        owner.principal.as_bytes(),
-        tool.as_bytes(),
-        &digest,
-        encoded.as_bytes(),
-    ];
-    if !hmac_verify(secret, &parts, &given) {
+    let genuine = with_tagged_parts(owner, tool, arguments, encoded, |parts| {
+        hmac_verify(secret, parts, &given)
+    });
+    if !genuine {
         return Err(invalid());
     }
     let json = b64url_decode(encoded).ok_or_else(invalid)?;
