@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::crypto::{b64url, hmac_sha256};
+use crate::crypto::b64url;
 use crate::error::{RpcError, truncate};
 use crate::ids::IdSource;
 use crate::mrtr;
@@ -19,10 +19,10 @@ use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTask
 use crate::protocol::tools::{CallToolParams, ListToolsParams};
 use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
 use crate::store::Store;
-use crate::tasks::record::{Owner, Phase, TaskRecord, complete_result};
+use crate::tasks::record::{Owner, complete_result};
 use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
-use crate::tasks::{TaskService, load, quota};
+use crate::tasks::{NewTask, NewTaskId, TaskService};
 use crate::time::Millis;
 use crate::tools::{
     CallError, CallPlan, TaskSupport, ToolCall, ToolSet, ToolSettings, no_settings,
@@ -635,32 +635,27 @@ impl<S: Store> Server<S> {
                 if !caps.has_tasks() {
                     return Err(RpcError::tasks_extension_required());
                 }
-                let record = TaskRecord {
-                    id: String::new(),
-                    owner: ctx.owner.clone(),
-                    tool: p.name.clone(),
+                let new = NewTask {
+                    owner: &ctx.owner,
+                    tool: name,
                     arguments,
                     capabilities: caps.clone(),
-                    phase: Phase::Working,
-                    status_message: start.message,
-                    created_at: ctx.now,
-                    last_updated_at: ctx.now,
+                    state: start.state,
+                    first_step_in_ms: start.first_step_in_ms,
+                    message: start.message,
+                    now: ctx.now,
                     ttl_ms: self.config.task_ttl_ms,
                     poll_interval_ms: self.config.poll_interval_ms,
-                    state: start.state,
-                    wake_at: Some(
-                        ctx.now
-                            .saturating_add(start.first_step_in_ms.min(i64::MAX as u64) as i64),
-                    ),
-                    issued_keys: Default::default(),
-                    answers: Default::default(),
-                    cancel_requested: false,
-                    lease: None,
-                    steps: 0,
-                    attempts: 0,
                 };
-                let record = self
-                    .persist_new(record, verified.as_ref().map(|v| v.nonce.as_str()), ctx)
+                let id = match &verified {
+                    Some(v) => NewTaskId::FromRound {
+                        secret: &self.config.state_secret,
+                        nonce: &v.nonce,
+                    },
+                    None => NewTaskId::Random(self.ids.as_ref()),
+                };
+                let record = TaskService::new(&self.store, &self.server_info)
+                    .start(new, id, self.config.limits.max_outstanding_tasks)
                     .await?;
                 trace.task_id = Some(record.id.clone());
                 let mut wire = record.wire(
@@ -673,48 +668,6 @@ impl<S: Store> Server<S> {
                     .map_err(|_| RpcError::internal("Internal error: a task could not be encoded."))
             }
         }
-    }
-
-    /// Creates the task record (create-if-absent) before any handle is
-    /// returned. A task created from a verified MRTR round gets an id derived
-    /// from that round's nonce, so replaying the round returns the same task
-    /// instead of creating another.
-    async fn persist_new(
-        &self,
-        mut record: TaskRecord,
-        nonce: Option<&str>,
-        ctx: &RequestContext,
-    ) -> Result<TaskRecord, RpcError> {
-        let service = TaskService::new(&self.store, &self.server_info);
-        let max = self.config.limits.max_outstanding_tasks;
-        let expires = record.expires_at();
-        if let Some(nonce) = nonce {
-            let derived = hmac_sha256(
-                &self.config.state_secret,
-                &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()],
-            );
-            record.id = format!("tsk_{}", b64url(&derived[..16]));
-            quota::reserve(&self.store, &ctx.owner, &record.id, expires, ctx.now, max).await?;
-            if service.create(&record).await? {
-                return Ok(record);
-            }
-            return match load(&self.store, &record.id).await? {
-                Some((_, existing)) if existing.visible_to(&ctx.owner, ctx.now) => Ok(existing),
-                _ => Err(RpcError::invalid_params(
-                    "Invalid requestState: it was altered, has expired, or belongs to another request.",
-                )),
-            };
-        }
-        for _ in 0..3 {
-            record.id = self.ids.task_id()?;
-            quota::reserve(&self.store, &ctx.owner, &record.id, expires, ctx.now, max).await?;
-            if service.create(&record).await? {
-                return Ok(record);
-            }
-        }
-        Err(RpcError::internal(
-            "Internal error: could not allocate a task id.",
-        ))
     }
 }
 

@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::crypto::{b64url, hmac_sha256};
 use crate::error::RpcError;
+use crate::ids::IdSource;
+use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::tasks::{TaskStatus, TaskWire};
 use crate::store::{Entry, Store, StoreError, Version};
 use crate::time::Millis;
@@ -217,6 +220,30 @@ pub async fn save<S: Store>(
     }
 }
 
+/// A task about to be created: who asks, for which tool call, and how the
+/// tool wants it to start.
+pub struct NewTask<'a> {
+    pub owner: &'a Owner,
+    pub tool: &'a str,
+    pub arguments: Map<String, Value>,
+    pub capabilities: ClientCapabilities,
+    pub state: Value,
+    pub first_step_in_ms: u64,
+    pub message: Option<String>,
+    pub now: Millis,
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+}
+
+/// Where a new task's id comes from.
+pub enum NewTaskId<'a> {
+    /// Random, from the id source (a collision is retried).
+    Random(&'a dyn IdSource),
+    /// Derived from the nonce of a verified MRTR round (keyed by the state
+    /// secret), so that replaying the round finds the same task.
+    FromRound { secret: &'a [u8], nonce: &'a str },
+}
+
 /// The client-facing task operations, all scoped to the caller.
 pub struct TaskService<'a, S: Store> {
     pub store: &'a S,
@@ -255,6 +282,73 @@ impl<'a, S: Store> TaskService<'a, S> {
         Ok(save(self.store, None, record, self.server_info)
             .await?
             .is_ok())
+    }
+
+    /// Creates a task (create-if-absent, after reserving the owner's quota
+    /// of `max_outstanding` unfinished tasks) before any handle is
+    /// returned. A task created from a verified MRTR round returns the task
+    /// that round already created, if any.
+    pub async fn start(
+        &self,
+        new: NewTask<'_>,
+        id: NewTaskId<'_>,
+        max_outstanding: usize,
+    ) -> Result<TaskRecord, RpcError> {
+        let now = new.now;
+        let owner = new.owner;
+        let mut record = TaskRecord {
+            id: String::new(),
+            owner: owner.clone(),
+            tool: new.tool.to_owned(),
+            arguments: new.arguments,
+            capabilities: new.capabilities,
+            phase: Phase::Working,
+            status_message: new.message,
+            created_at: now,
+            last_updated_at: now,
+            ttl_ms: new.ttl_ms,
+            poll_interval_ms: new.poll_interval_ms,
+            state: new.state,
+            wake_at: Some(now.saturating_add(new.first_step_in_ms.min(i64::MAX as u64) as i64)),
+            issued_keys: Default::default(),
+            answers: Default::default(),
+            cancel_requested: false,
+            lease: None,
+            steps: 0,
+            attempts: 0,
+        };
+        let expires = record.expires_at();
+        match id {
+            NewTaskId::FromRound { secret, nonce } => {
+                let derived =
+                    hmac_sha256(secret, &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()]);
+                record.id = format!("tsk_{}", b64url(derived.get(..16).unwrap_or(&derived)));
+                quota::reserve(self.store, owner, &record.id, expires, now, max_outstanding)
+                    .await?;
+                if self.create(&record).await? {
+                    return Ok(record);
+                }
+                match load(self.store, &record.id).await? {
+                    Some((_, existing)) if existing.visible_to(owner, now) => Ok(existing),
+                    _ => Err(RpcError::invalid_params(
+                        "Invalid requestState: it was altered, has expired, or belongs to another request.",
+                    )),
+                }
+            }
+            NewTaskId::Random(ids) => {
+                for _ in 0..3 {
+                    record.id = ids.task_id()?;
+                    quota::reserve(self.store, owner, &record.id, expires, now, max_outstanding)
+                        .await?;
+                    if self.create(&record).await? {
+                        return Ok(record);
+                    }
+                }
+                Err(RpcError::internal(
+                    "Internal error: could not allocate a task id.",
+                ))
+            }
+        }
     }
 
     /// `tasks/update`: records answers to outstanding input requests. Keys
