@@ -361,10 +361,9 @@ impl<'a, S: Store> TaskService<'a, S> {
         responses: &Map<String, Value>,
         now: Millis,
     ) -> Result<(), RpcError> {
-        for _ in 0..CAS_ATTEMPTS {
-            let (version, mut record) = self.visible(owner, id, now).await?;
+        self.modify(owner, id, now, |record| {
             let Phase::InputRequired { input_requests } = &record.phase else {
-                return Ok(());
+                return Ok(false);
             };
             for (key, response) in responses {
                 if let Some(request) = input_requests.get(key) {
@@ -376,40 +375,48 @@ impl<'a, S: Store> TaskService<'a, S> {
                     })?;
                 }
             }
-            if !record.record_answers(responses, now) {
-                return Ok(());
-            }
-            if save(self.store, Some(version), &record, self.server_info)
-                .await?
-                .is_ok()
-            {
-                return Ok(());
-            }
-        }
-        Err(contention())
+            Ok(record.record_answers(responses, now))
+        })
+        .await
     }
 
     /// `tasks/cancel`: records cancellation intent. A task waiting on input
     /// or on a timer is cancelled at once; a running step is cancelled at its
     /// boundary by the runner; a terminal task is left as it is.
     pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), RpcError> {
-        for _ in 0..CAS_ATTEMPTS {
-            let (version, mut record) = self.visible(owner, id, now).await?;
+        self.modify(owner, id, now, |record| {
             if record.status().is_terminal() {
-                return Ok(());
+                return Ok(false);
             }
             if record.leased_at(now) {
                 if record.cancel_requested {
-                    return Ok(());
+                    return Ok(false);
                 }
                 record.cancel_requested = true;
-            } else {
-                let change = Change::Cancel {
-                    message: Some("Cancelled at the client's request.".to_owned()),
-                };
-                if record.apply(change, now).is_err() {
-                    return Ok(());
-                }
+                return Ok(true);
+            }
+            let change = Change::Cancel {
+                message: Some("Cancelled at the client's request.".to_owned()),
+            };
+            Ok(record.apply(change, now).is_ok())
+        })
+        .await
+    }
+
+    /// A read-modify-write of the caller's task with compare-and-swap,
+    /// retried on conflict. `change` edits the fresh record and says
+    /// whether there is anything to write.
+    async fn modify(
+        &self,
+        owner: &Owner,
+        id: &str,
+        now: Millis,
+        mut change: impl FnMut(&mut TaskRecord) -> Result<bool, RpcError>,
+    ) -> Result<(), RpcError> {
+        for _ in 0..CAS_ATTEMPTS {
+            let (version, mut record) = self.visible(owner, id, now).await?;
+            if !change(&mut record)? {
+                return Ok(());
             }
             if save(self.store, Some(version), &record, self.server_info)
                 .await?
