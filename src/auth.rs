@@ -13,8 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::crypto::{b64url, b64url_decode, hmac_raw, hmac_raw_verify};
-use crate::http::HttpRequest;
-use crate::tasks::record::Owner;
+use crate::owner::Owner;
 use crate::time::Millis;
 
 /// Longest bearer token accepted.
@@ -47,15 +46,19 @@ pub enum AuthError {
 }
 
 impl Auth {
-    /// The caller of `req` at `now`.
-    pub fn authenticate(&self, req: &HttpRequest<'_>, now: Millis) -> Result<Owner, AuthError> {
+    /// The caller at `now`, from the values of the request's
+    /// `Authorization` header (one is expected).
+    pub fn authenticate<'h>(
+        &self,
+        mut authorization: impl Iterator<Item = &'h str>,
+        now: Millis,
+    ) -> Result<Owner, AuthError> {
         match self {
             Auth::Unconfigured => Err(AuthError::NotConfigured),
             Auth::InsecureLocal(owner) => Ok(owner.clone()),
             Auth::Jwt(jwt) => {
-                let mut values = req.header_values("authorization");
-                let header = values.next().ok_or(AuthError::MissingToken)?;
-                if values.next().is_some() {
+                let header = authorization.next().ok_or(AuthError::MissingToken)?;
+                if authorization.next().is_some() {
                     return Err(AuthError::InvalidToken("several Authorization headers"));
                 }
                 let token =

@@ -4,7 +4,7 @@
 use crate::auth::{Auth, JwtAuth, parse_jwks};
 use crate::limits::Limits;
 use crate::outbound::OutboundPolicy;
-use crate::tasks::record::Owner;
+use crate::owner::Owner;
 use crate::tasks::runner::RetryPolicy;
 
 /// Server settings. Every duration is in milliseconds.

@@ -147,7 +147,10 @@ pub async fn handle<S: Store>(
     if let Some(refused) = preflight(config, req) {
         return refused;
     }
-    match config.auth.authenticate(req, now) {
+    match config
+        .auth
+        .authenticate(req.header_values("authorization"), now)
+    {
         Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }).await,
         Err(AuthError::NotConfigured) => HttpResponse::rejected(
             503,

@@ -27,6 +27,7 @@ pub mod ids;
 pub mod limits;
 pub mod mrtr;
 pub mod outbound;
+pub mod owner;
 pub mod platform;
 pub mod protocol;
 pub mod server;

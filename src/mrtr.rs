@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::crypto::{b64url, b64url_decode, hmac_sha256, hmac_verify, sha256};
 use crate::error::RpcError;
 use crate::ids::IdSource;
-use crate::tasks::record::Owner;
+use crate::owner::Owner;
 use crate::time::Millis;
 
 const LABEL: &[u8] = b"mcp-tasks-edge/requestState/v1";

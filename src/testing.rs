@@ -25,10 +25,10 @@ use std::cell::Cell;
 use serde_json::{Value, json};
 
 use crate::http::{self, HttpBody, HttpRequest};
+use crate::owner::Owner;
 use crate::protocol::{TASKS_EXTENSION, meta_keys};
 use crate::server::{RequestContext, Server};
 use crate::store::Store;
-use crate::tasks::record::Owner;
 use crate::tasks::runner::TickReport;
 use crate::time::Millis;
 

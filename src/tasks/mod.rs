@@ -21,11 +21,12 @@ use serde_json::{Map, Value};
 use crate::crypto::{b64url, hmac_sha256};
 use crate::error::RpcError;
 use crate::ids::IdSource;
+use crate::owner::Owner;
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::tasks::{TaskStatus, TaskWire};
 use crate::store::{Entry, Store, StoreError, Version};
 use crate::time::Millis;
-use record::{Change, Owner, Phase, TaskRecord};
+use record::{Change, Phase, TaskRecord};
 
 /// How often a compare-and-swap loop retries before giving up.
 const CAS_ATTEMPTS: usize = 8;

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::record::Owner;
 use super::{load, store_unavailable};
 use crate::crypto::{b64url, sha256};
 use crate::error::RpcError;
+use crate::owner::Owner;
 use crate::store::{Store, StoreError};
 use crate::time::Millis;
 

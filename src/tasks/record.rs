@@ -13,12 +13,7 @@ use crate::protocol::tools::{CallToolResult, InputRequests};
 use crate::protocol::{meta_keys, result_type};
 use crate::time::{Millis, iso8601};
 
-/// Who a task belongs to, from the request's authenticated context.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Owner {
-    pub tenant: String,
-    pub principal: String,
-}
+pub use crate::owner::Owner;
 
 /// Where the task is in its lifecycle, with the payload its status implies.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

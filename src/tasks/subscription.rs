@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::load_view;
-use super::record::Owner;
 use crate::error::RpcError;
+use crate::owner::Owner;
 use crate::protocol::jsonrpc::{Id, close_with_members, notification_bytes, result_bytes};
 use crate::protocol::tasks::SubscriptionFilter;
 use crate::protocol::{meta_keys, methods, result_type};
