@@ -1,8 +1,9 @@
 //! Error codes and the one JSON-RPC error object every failure becomes.
 //!
-//! Domain code returns small typed errors; they turn into an [`RpcError`]
-//! here (`From` impls next to each domain error), and the HTTP layer maps
-//! codes to statuses in one function, [`RpcError::http_status`].
+//! The constructors here are the only place a code and its message are
+//! paired; the HTTP layer maps codes to statuses in one function,
+//! [`RpcError::http_status`] (an error may carry an explicit status, as the
+//! task layer's storage and contention errors do: 503, and the quota's 429).
 
 use serde::Serialize;
 use serde_json::{Value, json};

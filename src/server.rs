@@ -163,40 +163,36 @@ enum Method {
     ResourcesRead,
 }
 
+/// Every method this server answers, by name: the one table both
+/// directions read.
+const METHODS: [(&str, Method); 12] = [
+    (methods::SERVER_DISCOVER, Method::Discover),
+    (methods::TOOLS_LIST, Method::ToolsList),
+    (methods::TOOLS_CALL, Method::ToolsCall),
+    (methods::TASKS_GET, Method::TasksGet),
+    (methods::TASKS_UPDATE, Method::TasksUpdate),
+    (methods::TASKS_CANCEL, Method::TasksCancel),
+    (methods::SUBSCRIPTIONS_LISTEN, Method::Listen),
+    (methods::PROMPTS_LIST, Method::PromptsList),
+    (methods::PROMPTS_GET, Method::PromptsGet),
+    (methods::RESOURCES_LIST, Method::ResourcesList),
+    (
+        methods::RESOURCE_TEMPLATES_LIST,
+        Method::ResourceTemplatesList,
+    ),
+    (methods::RESOURCES_READ, Method::ResourcesRead),
+];
+
 impl Method {
     fn from_name(name: &str) -> Option<Method> {
-        Some(match name {
-            methods::SERVER_DISCOVER => Method::Discover,
-            methods::TOOLS_LIST => Method::ToolsList,
-            methods::TOOLS_CALL => Method::ToolsCall,
-            methods::TASKS_GET => Method::TasksGet,
-            methods::TASKS_UPDATE => Method::TasksUpdate,
-            methods::TASKS_CANCEL => Method::TasksCancel,
-            methods::SUBSCRIPTIONS_LISTEN => Method::Listen,
-            "prompts/list" => Method::PromptsList,
-            "prompts/get" => Method::PromptsGet,
-            "resources/list" => Method::ResourcesList,
-            "resources/templates/list" => Method::ResourceTemplatesList,
-            "resources/read" => Method::ResourcesRead,
-            _ => return None,
-        })
+        METHODS.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
 
     fn name(self) -> &'static str {
-        match self {
-            Method::Discover => methods::SERVER_DISCOVER,
-            Method::ToolsList => methods::TOOLS_LIST,
-            Method::ToolsCall => methods::TOOLS_CALL,
-            Method::TasksGet => methods::TASKS_GET,
-            Method::TasksUpdate => methods::TASKS_UPDATE,
-            Method::TasksCancel => methods::TASKS_CANCEL,
-            Method::Listen => methods::SUBSCRIPTIONS_LISTEN,
-            Method::PromptsList => "prompts/list",
-            Method::PromptsGet => "prompts/get",
-            Method::ResourcesList => "resources/list",
-            Method::ResourceTemplatesList => "resources/templates/list",
-            Method::ResourcesRead => "resources/read",
-        }
+        METHODS
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map_or("", |(n, _)| n)
     }
 
     fn is_task_method(self) -> bool {

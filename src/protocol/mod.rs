@@ -31,6 +31,11 @@ pub mod methods {
     pub const TASKS_UPDATE: &str = "tasks/update";
     pub const TASKS_CANCEL: &str = "tasks/cancel";
     pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
+    pub const PROMPTS_LIST: &str = "prompts/list";
+    pub const PROMPTS_GET: &str = "prompts/get";
+    pub const RESOURCES_LIST: &str = "resources/list";
+    pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
+    pub const RESOURCES_READ: &str = "resources/read";
 
     pub const NOTIFICATION_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     pub const NOTIFICATION_TASKS: &str = "notifications/tasks";
