@@ -397,6 +397,7 @@ impl<'a, S: Store> Runner<'a, S> {
                 settings: self.settings,
                 cancel: &probe,
                 log: self.log,
+                clock: self.clock,
             },
         };
         tool.step(&cx).await

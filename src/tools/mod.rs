@@ -215,6 +215,9 @@ pub struct StepEnv<'a> {
     pub cancel: &'a dyn CancelProbe,
     /// Writes one operator log line (JSON; never a secret, header or body).
     pub log: &'a dyn Fn(&str),
+    /// The platform clock, if the runtime lends one (else the step's start
+    /// time stands for now).
+    pub clock: Option<&'a dyn Fn() -> Millis>,
 }
 
 /// What one step sees, and the capabilities it may use.
@@ -337,7 +340,8 @@ impl<'a> StepContext<'a> {
             (self.env.log)(&line.to_string());
             return Err(e);
         }
-        let left = self.deadline.saturating_sub(self.now).max(0) as u64;
+        let now = self.env.clock.map_or(self.now, |clock| clock());
+        let left = self.deadline.saturating_sub(now).max(0) as u64;
         request.timeout_ms = request.timeout_ms.min(left);
         if request.timeout_ms == 0 {
             return Err(OutboundError::Timeout);

@@ -469,3 +469,35 @@ fn a_steady_task_resets_its_attempts_at_every_step() {
     assert_eq!(steps.load(Ordering::SeqCst), 6);
     assert_eq!(h.status(&task), "working");
 }
+
+/// The platform clock of `a_step_past_its_deadline_sends_nothing`.
+static LATE_CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+#[test]
+fn a_step_past_its_deadline_sends_nothing() {
+    let (h, fake) = harness(Rc::new(Upstream::default()), job_config());
+    let h = h.with_server(|s| s.with_clock(|| LATE_CLOCK.load(Ordering::SeqCst)));
+    let task = h.start("run_job", json!({"input": "x"}));
+    // By the platform clock the step's deadline (its lease's end less a
+    // margin) has come when it calls out: the call is not made, and the
+    // step's retry still commits inside the lease.
+    let lease = h.server.config().lease_ms as i64;
+    LATE_CLOCK.store(
+        h.now.get() + lease - (lease / 5).min(5_000),
+        Ordering::SeqCst,
+    );
+    assert_eq!(h.tick().stepped, 1);
+    let t = h.get(&task);
+    assert_eq!(t["status"], "working", "{t}");
+    assert!(
+        t["statusMessage"].as_str().unwrap().contains("timed out"),
+        "{t}"
+    );
+    assert!(fake.requests().is_empty(), "nothing was sent");
+
+    // A step that ends after its lease is abandoned: nothing is committed.
+    h.advance(lease);
+    LATE_CLOCK.store(h.now.get() + 10 * lease, Ordering::SeqCst);
+    let r = h.tick();
+    assert_eq!((r.stepped, r.fenced), (0, 1), "{r:?}");
+}
