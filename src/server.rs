@@ -370,97 +370,122 @@ impl<S: Store> Server<S> {
         if method.is_task_method() && !caps.has_tasks() {
             return Err(RpcError::tasks_extension_required());
         }
-        let ok = |v: &dyn ErasedSerialize| Ok(Outcome::Json(v.bytes(id)));
+        let call = Call {
+            id,
+            method: method_name,
+            raw,
+            caps: &caps,
+            mirror,
+            ctx,
+        };
         match method {
-            Method::Discover => ok(&self.discover()),
-            Method::ToolsList => {
-                let p: ListToolsParams = typed(raw, method_name)?;
-                if p.cursor.is_some() {
-                    return Err(RpcError::invalid_params(
-                        "Invalid cursor: this list has a single page.",
-                    ));
-                }
-                ok(&self.cacheable(json!({ "tools": self.tools.descriptors() })))
-            }
-            Method::ToolsCall => {
-                let p: CallToolParams = typed(raw, method_name)?;
-                self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
-                mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
-                self.call_tool(p, &caps, ctx, trace)
-                    .await
-                    .map(|v| Outcome::Json(result_bytes(id, &v)))
-            }
-            Method::TasksGet => {
-                let p: TaskIdParams = typed(raw, method_name)?;
-                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                let view = TaskService::new(&self.store, &self.server_info)
-                    .view(&ctx.owner, &p.task_id, ctx.now)
-                    .await?;
-                let body = snapshot_response(id, &self.result_meta_json, &view.snapshot);
-                trace.task_id = Some(p.task_id);
-                Ok(Outcome::Json(body))
-            }
-            Method::TasksUpdate => {
-                let p: UpdateTaskParams = typed(raw, method_name)?;
-                self.check_responses(p.input_responses.len())?;
-                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                TaskService::new(&self.store, &self.server_info)
-                    .update(&ctx.owner, &p.task_id, &p.input_responses, ctx.now)
-                    .await?;
-                trace.task_id = Some(p.task_id);
-                ok(&ack())
-            }
-            Method::TasksCancel => {
-                let p: TaskIdParams = typed(raw, method_name)?;
-                mirror.check("Mcp-Name", mirror.name, &p.task_id, false)?;
-                TaskService::new(&self.store, &self.server_info)
-                    .cancel(&ctx.owner, &p.task_id, ctx.now)
-                    .await?;
-                trace.task_id = Some(p.task_id);
-                ok(&ack())
-            }
-            Method::Listen => {
-                let p: ListenParams = typed(raw, method_name)?;
-                if p.notifications.task_ids.is_some() && !caps.has_tasks() {
-                    return Err(RpcError::tasks_extension_required());
-                }
-                let sub = Subscription::open(
-                    &self.store,
-                    id.clone(),
-                    ctx.owner.clone(),
-                    &p.notifications,
-                    ctx.now,
-                    ListenSettings {
-                        max_ms: self.config.listen_max_ms,
-                        poll_interval_ms: self.config.listen_poll_ms,
-                        server_info: self.server_info.clone(),
-                    },
-                )
-                .await?;
-                Ok(Outcome::Listen(sub))
-            }
-            Method::PromptsList => ok(&self.cacheable(json!({ "prompts": [] }))),
-            Method::ResourcesList => ok(&self.cacheable(json!({ "resources": [] }))),
+            Method::Discover => Ok(call.json(&self.discover())),
+            Method::ToolsList => self.tools_list(&call),
+            Method::ToolsCall => self.tools_call(&call, trace).await,
+            Method::TasksGet => self.tasks_get(&call, trace).await,
+            Method::TasksUpdate => self.tasks_update(&call, trace).await,
+            Method::TasksCancel => self.tasks_cancel(&call, trace).await,
+            Method::Listen => self.listen(&call).await,
+            Method::PromptsList => Ok(call.json(&self.cacheable(json!({ "prompts": [] })))),
+            Method::ResourcesList => Ok(call.json(&self.cacheable(json!({ "resources": [] })))),
             Method::ResourceTemplatesList => {
-                ok(&self.cacheable(json!({ "resourceTemplates": [] })))
+                Ok(call.json(&self.cacheable(json!({ "resourceTemplates": [] }))))
             }
-            Method::PromptsGet => {
-                let p: NamedParams = typed(raw, method_name)?;
-                mirror.check("Mcp-Name", mirror.name, &p.name, true)?;
-                Err(RpcError::invalid_params(format!(
-                    "Unknown prompt: {}",
-                    truncate(&p.name, 64)
-                )))
-            }
-            Method::ResourcesRead => {
-                let p: UriParams = typed(raw, method_name)?;
-                mirror.check("Mcp-Name", mirror.name, &p.uri, true)?;
-                Err(RpcError::invalid_params(format!(
-                    "Resource not found: {}",
-                    truncate(&p.uri, 128)
-                )))
-            }
+            Method::PromptsGet => self.prompts_get(&call),
+            Method::ResourcesRead => self.resources_read(&call),
         }
+    }
+
+    fn tools_list(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
+        let p: ListToolsParams = c.params()?;
+        if p.cursor.is_some() {
+            return Err(RpcError::invalid_params(
+                "Invalid cursor: this list has a single page.",
+            ));
+        }
+        Ok(c.json(&self.cacheable(json!({ "tools": self.tools.descriptors() }))))
+    }
+
+    async fn tools_call(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
+        let p: CallToolParams = c.params()?;
+        self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
+        c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
+        let result = self.call_tool(p, c.caps, c.ctx, trace).await?;
+        Ok(c.json(&result))
+    }
+
+    async fn tasks_get(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
+        let p: TaskIdParams = c.params()?;
+        c.mirror
+            .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
+        let view = TaskService::new(&self.store, &self.server_info)
+            .view(&c.ctx.owner, &p.task_id, c.ctx.now)
+            .await?;
+        let body = snapshot_response(c.id, &self.result_meta_json, &view.snapshot);
+        trace.task_id = Some(p.task_id);
+        Ok(Outcome::Json(body))
+    }
+
+    async fn tasks_update(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
+        let p: UpdateTaskParams = c.params()?;
+        self.check_responses(p.input_responses.len())?;
+        c.mirror
+            .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
+        TaskService::new(&self.store, &self.server_info)
+            .update(&c.ctx.owner, &p.task_id, &p.input_responses, c.ctx.now)
+            .await?;
+        trace.task_id = Some(p.task_id);
+        Ok(c.json(&ack()))
+    }
+
+    async fn tasks_cancel(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
+        let p: TaskIdParams = c.params()?;
+        c.mirror
+            .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
+        TaskService::new(&self.store, &self.server_info)
+            .cancel(&c.ctx.owner, &p.task_id, c.ctx.now)
+            .await?;
+        trace.task_id = Some(p.task_id);
+        Ok(c.json(&ack()))
+    }
+
+    async fn listen(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
+        let p: ListenParams = c.params()?;
+        if p.notifications.task_ids.is_some() && !c.caps.has_tasks() {
+            return Err(RpcError::tasks_extension_required());
+        }
+        let sub = Subscription::open(
+            &self.store,
+            c.id.clone(),
+            c.ctx.owner.clone(),
+            &p.notifications,
+            c.ctx.now,
+            ListenSettings {
+                max_ms: self.config.listen_max_ms,
+                poll_interval_ms: self.config.listen_poll_ms,
+                server_info: self.server_info.clone(),
+            },
+        )
+        .await?;
+        Ok(Outcome::Listen(sub))
+    }
+
+    fn prompts_get(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
+        let p: NamedParams = c.params()?;
+        c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
+        Err(RpcError::invalid_params(format!(
+            "Unknown prompt: {}",
+            truncate(&p.name, 64)
+        )))
+    }
+
+    fn resources_read(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
+        let p: UriParams = c.params()?;
+        c.mirror.check("Mcp-Name", c.mirror.name, &p.uri, true)?;
+        Err(RpcError::invalid_params(format!(
+            "Resource not found: {}",
+            truncate(&p.uri, 128)
+        )))
     }
 
     /// Reads the required `_meta` members and checks the version against the
@@ -704,13 +729,25 @@ fn typed<T: DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
     })
 }
 
-/// Lets `request` serialise results of different types through one closure.
-trait ErasedSerialize {
-    fn bytes(&self, id: &Id) -> Vec<u8>;
+/// One request as its method's handler sees it, after negotiation.
+struct Call<'a> {
+    id: &'a Id,
+    method: &'a str,
+    /// The params object as received.
+    raw: &'a str,
+    caps: &'a ClientCapabilities,
+    mirror: &'a Mirror<'a>,
+    ctx: &'a RequestContext,
 }
 
-impl<T: Serialize> ErasedSerialize for T {
-    fn bytes(&self, id: &Id) -> Vec<u8> {
-        result_bytes(id, self)
+impl Call<'_> {
+    /// Phase two of the parse: the method's exact params type.
+    fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        typed(self.raw, self.method)
+    }
+
+    /// A successful response carrying `result`.
+    fn json<T: Serialize>(&self, result: &T) -> Outcome {
+        Outcome::Json(result_bytes(self.id, result))
     }
 }
