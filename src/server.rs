@@ -23,7 +23,7 @@ use crate::store::Store;
 use crate::tasks::record::complete_result;
 use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
-use crate::tasks::{NewTask, NewTaskId, TaskService};
+use crate::tasks::{NewTask, NewTaskId, TaskError, TaskService};
 use crate::time::Millis;
 use crate::tools::{
     CallError, CallPlan, TaskSupport, ToolCall, ToolSet, ToolSettings, no_settings,
@@ -124,6 +124,20 @@ pub struct Trace {
     pub error: Option<i64>,
     /// Why authentication failed (a fixed phrase, never token content).
     pub auth: Option<&'static str>,
+    /// A store failure's own message, for the operator's log only (the
+    /// client gets a generic error).
+    pub detail: Option<String>,
+}
+
+impl Trace {
+    /// Converts a task-domain error for the client, keeping what the
+    /// operator needs to know.
+    fn task_error(&mut self, e: TaskError) -> RpcError {
+        if let Some(detail) = e.log_detail() {
+            self.detail = Some(detail.to_owned());
+        }
+        e.into()
+    }
 }
 
 /// What the server answers to one message.
@@ -420,7 +434,8 @@ impl<S: Store> Server<S> {
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         let view = TaskService::new(&self.store, &self.server_info)
             .view(&c.ctx.owner, &p.task_id, c.ctx.now)
-            .await?;
+            .await
+            .map_err(|e| trace.task_error(e))?;
         let body = snapshot_response(c.id, &self.result_meta_json, &view.snapshot);
         trace.task_id = Some(p.task_id);
         Ok(Outcome::Json(body))
@@ -433,7 +448,8 @@ impl<S: Store> Server<S> {
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         TaskService::new(&self.store, &self.server_info)
             .update(&c.ctx.owner, &p.task_id, &p.input_responses, c.ctx.now)
-            .await?;
+            .await
+            .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(p.task_id);
         Ok(c.json(&ack()))
     }
@@ -444,7 +460,8 @@ impl<S: Store> Server<S> {
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         TaskService::new(&self.store, &self.server_info)
             .cancel(&c.ctx.owner, &p.task_id, c.ctx.now)
-            .await?;
+            .await
+            .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(p.task_id);
         Ok(c.json(&ack()))
     }
@@ -678,7 +695,8 @@ impl<S: Store> Server<S> {
                 };
                 let record = TaskService::new(&self.store, &self.server_info)
                     .start(new, id, self.config.limits.max_outstanding_tasks)
-                    .await?;
+                    .await
+                    .map_err(|e| trace.task_error(e))?;
                 trace.task_id = Some(record.id.clone());
                 let mut wire = record.wire(
                     Some(result_type::TASK),

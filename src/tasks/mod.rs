@@ -5,6 +5,7 @@
 //! Every read-modify-write is a compare-and-swap loop on the record's
 //! version, so concurrent clients and runners never overwrite each other.
 
+mod error;
 pub mod input;
 pub mod quota;
 pub mod record;
@@ -19,7 +20,6 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::crypto::{b64url, hmac_sha256};
-use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
 use crate::protocol::meta::ClientCapabilities;
@@ -31,18 +31,14 @@ use record::{Change, Phase, TaskRecord};
 /// How often a compare-and-swap loop retries before giving up.
 const CAS_ATTEMPTS: usize = 8;
 
-/// Maps a backend failure to the error a client sees: -32603, HTTP 503 so
-/// that clients retry. The backend's message stays in logs.
-pub fn store_unavailable(_e: &StoreError) -> RpcError {
-    RpcError::internal("Internal error: task storage is unavailable; retry later.").with_status(503)
-}
+pub use error::TaskError;
 
-fn contention() -> RpcError {
-    RpcError::internal("Internal error: the task is busy; retry later.").with_status(503)
-}
-
-fn encoding_failed() -> RpcError {
-    RpcError::internal("Internal error: a task could not be encoded.")
+/// A backend failure, keeping its message for the log.
+fn store_failed(e: StoreError) -> TaskError {
+    match e {
+        StoreError::Unavailable(why) => TaskError::Store(why),
+        StoreError::Conflict { .. } => TaskError::Busy,
+    }
 }
 
 /// What is stored for a task, as two lines of JSON: first the reader's
@@ -102,25 +98,24 @@ pub struct TaskView {
 }
 
 /// Serialises a record for the store, with its snapshot rendered.
-pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, RpcError> {
+pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, TaskError> {
     let mut out = serde_json::to_string(&StoredViewOut {
         owner: &record.owner,
         expires_at: record.expires_at(),
         status: record.status(),
         snapshot: record.wire(None, server_info, None),
     })
-    .map_err(|_| encoding_failed())?;
+    .map_err(|_| TaskError::Encoding)?;
     out.push('\n');
-    out.push_str(&serde_json::to_string(record).map_err(|_| encoding_failed())?);
+    out.push_str(&serde_json::to_string(record).map_err(|_| TaskError::Encoding)?);
     Ok(out)
 }
 
 /// Decodes a stored task (current or earlier format).
-pub fn decode(body: &str) -> Result<TaskRecord, RpcError> {
-    let unreadable = || RpcError::internal("Internal error: a stored task could not be read.");
+pub fn decode(body: &str) -> Result<TaskRecord, TaskError> {
     // Without a view line: a record written before snapshots were stored.
     let record = body.split_once('\n').map_or(body, |(_, record)| record);
-    serde_json::from_str::<TaskRecord>(record).map_err(|_| unreadable())
+    serde_json::from_str::<TaskRecord>(record).map_err(|_| TaskError::Unreadable)
 }
 
 /// If the stored task `body` under `key` is finished (terminal), when it
@@ -139,11 +134,11 @@ pub fn finished_until(key: &str, body: &str) -> Option<Millis> {
 
 /// The stored entry of task `id`; `None` without a read if `id` cannot be a
 /// task id.
-async fn read_task<S: Store>(store: &S, id: &str) -> Result<Option<Entry>, RpcError> {
+async fn read_task<S: Store>(store: &S, id: &str) -> Result<Option<Entry>, TaskError> {
     if !is_task_id(id) {
         return Ok(None);
     }
-    store.get(id).await.map_err(|e| store_unavailable(&e))
+    store.get(id).await.map_err(store_failed)
 }
 
 /// The reader's view of the task `id` if `owner` may see it at `now`.
@@ -154,7 +149,7 @@ pub async fn load_view<S: Store>(
     owner: &Owner,
     now: Millis,
     server_info: &Value,
-) -> Result<Option<TaskView>, RpcError> {
+) -> Result<Option<TaskView>, TaskError> {
     let Some(entry) = read_task(store, id).await? else {
         return Ok(None);
     };
@@ -173,7 +168,7 @@ pub async fn load_view<S: Store>(
         return Ok(None);
     }
     let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
-        .map_err(|_| encoding_failed())?;
+        .map_err(|_| TaskError::Encoding)?;
     Ok(Some(TaskView {
         status: record.status(),
         snapshot,
@@ -195,7 +190,7 @@ pub fn is_task_id(id: &str) -> bool {
 pub async fn load<S: Store>(
     store: &S,
     id: &str,
-) -> Result<Option<(Version, TaskRecord)>, RpcError> {
+) -> Result<Option<(Version, TaskRecord)>, TaskError> {
     let Some(entry) = read_task(store, id).await? else {
         return Ok(None);
     };
@@ -209,7 +204,7 @@ pub async fn save<S: Store>(
     expected: Option<Version>,
     record: &TaskRecord,
     server_info: &Value,
-) -> Result<Result<Version, StoreError>, RpcError> {
+) -> Result<Result<Version, StoreError>, TaskError> {
     let body = encode(record, server_info)?;
     match store
         .put(&record.id, expected, &body, Some(record.due_at()))
@@ -217,7 +212,7 @@ pub async fn save<S: Store>(
     {
         Ok(v) => Ok(Ok(v)),
         Err(e @ StoreError::Conflict { .. }) => Ok(Err(e)),
-        Err(e) => Err(store_unavailable(&e)),
+        Err(e) => Err(store_failed(e)),
     }
 }
 
@@ -259,10 +254,10 @@ impl<'a, S: Store> TaskService<'a, S> {
 
     /// `tasks/get`: the caller's task as readers see it (one read, no
     /// decoding of the full record).
-    pub async fn view(&self, owner: &Owner, id: &str, now: Millis) -> Result<TaskView, RpcError> {
+    pub async fn view(&self, owner: &Owner, id: &str, now: Millis) -> Result<TaskView, TaskError> {
         load_view(self.store, id, owner, now, self.server_info)
             .await?
-            .ok_or_else(RpcError::task_not_found)
+            .ok_or(TaskError::NotFound)
     }
 
     /// The task if `owner` may see it; otherwise the one not-found error.
@@ -271,15 +266,15 @@ impl<'a, S: Store> TaskService<'a, S> {
         owner: &Owner,
         id: &str,
         now: Millis,
-    ) -> Result<(Version, TaskRecord), RpcError> {
+    ) -> Result<(Version, TaskRecord), TaskError> {
         match load(self.store, id).await? {
             Some((v, r)) if r.id == id && r.visible_to(owner, now) => Ok((v, r)),
-            _ => Err(RpcError::task_not_found()),
+            _ => Err(TaskError::NotFound),
         }
     }
 
     /// Persists a new task; `Ok(false)` if the id is taken.
-    pub async fn create(&self, record: &TaskRecord) -> Result<bool, RpcError> {
+    pub async fn create(&self, record: &TaskRecord) -> Result<bool, TaskError> {
         Ok(save(self.store, None, record, self.server_info)
             .await?
             .is_ok())
@@ -294,7 +289,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         new: NewTask<'_>,
         id: NewTaskId<'_>,
         max_outstanding: usize,
-    ) -> Result<TaskRecord, RpcError> {
+    ) -> Result<TaskRecord, TaskError> {
         let now = new.now;
         let owner = new.owner;
         let mut record = TaskRecord {
@@ -331,8 +326,9 @@ impl<'a, S: Store> TaskService<'a, S> {
                 }
                 match load(self.store, &record.id).await? {
                     Some((_, existing)) if existing.visible_to(owner, now) => Ok(existing),
-                    _ => Err(RpcError::invalid_params(
-                        "Invalid requestState: it was altered, has expired, or belongs to another request.",
+                    _ => Err(TaskError::InvalidInput(
+                        "Invalid requestState: it was altered, has expired, or belongs to another request."
+                            .to_owned(),
                     )),
                 }
             }
@@ -345,9 +341,7 @@ impl<'a, S: Store> TaskService<'a, S> {
                         return Ok(record);
                     }
                 }
-                Err(RpcError::internal(
-                    "Internal error: could not allocate a task id.",
-                ))
+                Err(TaskError::NoTaskId)
             }
         }
     }
@@ -361,7 +355,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         id: &str,
         responses: &Map<String, Value>,
         now: Millis,
-    ) -> Result<(), RpcError> {
+    ) -> Result<(), TaskError> {
         self.modify(owner, id, now, |record| {
             let Phase::InputRequired { input_requests } = &record.phase else {
                 return Ok(false);
@@ -369,7 +363,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             for (key, response) in responses {
                 if let Some(request) = input_requests.get(key) {
                     input::validate(request, response).map_err(|why| {
-                        RpcError::invalid_params(format!(
+                        TaskError::InvalidInput(format!(
                             "Invalid input response for {}: {why}.",
                             crate::error::truncate(key, 64)
                         ))
@@ -384,7 +378,7 @@ impl<'a, S: Store> TaskService<'a, S> {
     /// `tasks/cancel`: records cancellation intent. A task waiting on input
     /// or on a timer is cancelled at once; a running step is cancelled at its
     /// boundary by the runner; a terminal task is left as it is.
-    pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), RpcError> {
+    pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), TaskError> {
         self.modify(owner, id, now, |record| {
             if record.status().is_terminal() {
                 return Ok(false);
@@ -412,8 +406,8 @@ impl<'a, S: Store> TaskService<'a, S> {
         owner: &Owner,
         id: &str,
         now: Millis,
-        mut change: impl FnMut(&mut TaskRecord) -> Result<bool, RpcError>,
-    ) -> Result<(), RpcError> {
+        mut change: impl FnMut(&mut TaskRecord) -> Result<bool, TaskError>,
+    ) -> Result<(), TaskError> {
         for _ in 0..CAS_ATTEMPTS {
             let (version, mut record) = self.visible(owner, id, now).await?;
             if !change(&mut record)? {
@@ -426,6 +420,6 @@ impl<'a, S: Store> TaskService<'a, S> {
                 return Ok(());
             }
         }
-        Err(contention())
+        Err(TaskError::Busy)
     }
 }

@@ -8,11 +8,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use super::{load, store_unavailable};
+use super::{TaskError, load, store_failed};
 use crate::crypto::{b64url, sha256};
-use crate::error::RpcError;
 use crate::owner::Owner;
 use crate::store::{Store, StoreError};
 use crate::time::Millis;
@@ -31,14 +29,6 @@ pub fn key(owner: &Owner) -> String {
     format!("own_{}", b64url(&digest[..18]))
 }
 
-fn exceeded(max: usize) -> RpcError {
-    RpcError::invalid_params(format!(
-        "Task quota exceeded: at most {max} unfinished tasks per caller; cancel or wait for one to finish."
-    ))
-    .with_data(json!({ "reason": "quota", "maxOutstandingTasks": max }))
-    .with_status(429)
-}
-
 /// Counts `task_id` (expiring at `expires_at`) against `owner`'s quota of
 /// `max` unfinished tasks, or refuses with -32602 (HTTP 429).
 pub async fn reserve<S: Store>(
@@ -48,13 +38,13 @@ pub async fn reserve<S: Store>(
     expires_at: Millis,
     now: Millis,
     max: usize,
-) -> Result<(), RpcError> {
+) -> Result<(), TaskError> {
     if max == 0 {
         return Ok(());
     }
     let key = key(owner);
     for _ in 0..ATTEMPTS {
-        let current = store.get(&key).await.map_err(|e| store_unavailable(&e))?;
+        let current = store.get(&key).await.map_err(store_failed)?;
         let (version, mut list) = match &current {
             Some(e) => (
                 Some(e.version),
@@ -75,20 +65,16 @@ pub async fn reserve<S: Store>(
                 }
             }
             if list.tasks.len() >= max {
-                return Err(exceeded(max));
+                return Err(TaskError::QuotaExceeded { max });
             }
         }
         list.tasks.insert(task_id.to_owned(), expires_at);
-        let body = serde_json::to_string(&list)
-            .map_err(|_| RpcError::internal("Internal error: quota encoding failed."))?;
+        let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
         match store.put(&key, version, &body, None).await {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(store_unavailable(&e)),
+            Err(e) => return Err(store_failed(e)),
         }
     }
-    Err(
-        RpcError::internal("Internal error: the quota record is busy; retry later.")
-            .with_status(503),
-    )
+    Err(TaskError::QuotaBusy)
 }

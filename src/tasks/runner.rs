@@ -17,7 +17,7 @@
 //! task `failed`, so a poison task leaves the due index.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
-use super::{load, save};
+use super::{TaskError, load, save};
 use crate::crypto::{b64url, hmac_sha256};
 use crate::error::{RpcError, truncate};
 use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
@@ -169,8 +169,8 @@ pub struct Runner<'a, S: Store> {
     pub log: &'a dyn Fn(&str),
 }
 
-fn io(e: StoreError) -> RpcError {
-    super::store_unavailable(&e)
+fn io(e: StoreError) -> TaskError {
+    super::store_failed(e)
 }
 
 /// The idempotency key of step `step` of task `id`: the same on every
@@ -288,7 +288,7 @@ impl<'a, S: Store> Runner<'a, S> {
 
     /// Takes a lease on a due working task (or purges an expired one, or
     /// honours a pending cancellation).
-    pub async fn claim(&self, key: &str, now: Millis) -> Result<ClaimOutcome, RpcError> {
+    pub async fn claim(&self, key: &str, now: Millis) -> Result<ClaimOutcome, TaskError> {
         let Some((version, mut record)) = load(self.store, key).await? else {
             return Ok(ClaimOutcome::Skipped);
         };
@@ -411,7 +411,7 @@ impl<'a, S: Store> Runner<'a, S> {
         mut claim: Claim,
         outcome: StepOutcome,
         now: Millis,
-    ) -> Result<CommitOutcome, RpcError> {
+    ) -> Result<CommitOutcome, TaskError> {
         for _ in 0..COMMIT_ATTEMPTS {
             if now >= claim.lease.expires_at {
                 return Ok(CommitOutcome::LeaseExpired);

@@ -482,3 +482,78 @@ fn the_trace_names_known_things_only() {
         (Some("tools/call"), Some("greet"))
     );
 }
+
+/// A store whose reads fail with a backend message.
+struct BrokenStore;
+
+impl mcp_tasks_edge::store::Store for BrokenStore {
+    async fn get(
+        &self,
+        _key: &str,
+    ) -> Result<Option<mcp_tasks_edge::store::Entry>, mcp_tasks_edge::store::StoreError> {
+        Err(mcp_tasks_edge::store::StoreError::Unavailable(
+            "disk I/O error on shard-7".into(),
+        ))
+    }
+    async fn put(
+        &self,
+        _key: &str,
+        _expected: Option<u64>,
+        _body: &str,
+        _due_at: Option<i64>,
+    ) -> Result<u64, mcp_tasks_edge::store::StoreError> {
+        Ok(1)
+    }
+    async fn delete(
+        &self,
+        _key: &str,
+        _expected: u64,
+    ) -> Result<(), mcp_tasks_edge::store::StoreError> {
+        Ok(())
+    }
+    async fn due(
+        &self,
+        _now: i64,
+        _limit: usize,
+    ) -> Result<Vec<String>, mcp_tasks_edge::store::StoreError> {
+        Ok(vec![])
+    }
+    async fn next_due(&self) -> Result<Option<i64>, mcp_tasks_edge::store::StoreError> {
+        Ok(None)
+    }
+}
+
+#[test]
+fn a_store_failure_is_503_for_the_client_and_its_message_is_for_the_log() {
+    use mcp_tasks_edge::server::{Mirror, Reply, RequestContext, Server, Trace};
+    let server = Server::new(
+        BrokenStore,
+        crate::support::config(),
+        crate::support::all_tools(),
+        Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+    )
+    .unwrap();
+    let msg = request(
+        1,
+        "tasks/get",
+        json!({"taskId": "tsk_AAAAAAAAAAAAAAAAAAAAAA"}),
+    );
+    let ctx = RequestContext {
+        owner: crate::support::owner("acme", "alice"),
+        now: crate::support::T0,
+    };
+    let mut trace = Trace::default();
+    let reply = mcp_tasks_edge::block_on(server.handle(
+        &serde_json::to_vec(&msg).unwrap(),
+        &Mirror::none(),
+        &ctx,
+        &mut trace,
+    ));
+    let Reply::Json { status, body } = reply else {
+        panic!("not JSON")
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, code(&body)), (503, -32603), "{body}");
+    assert!(!body.to_string().contains("shard-7"), "{body}");
+    assert_eq!(trace.detail.as_deref(), Some("disk I/O error on shard-7"));
+}

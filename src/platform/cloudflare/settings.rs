@@ -145,8 +145,13 @@ impl RequestLog {
             "store": store.as_str(),
             "subrequests": self.subrequests,
         });
-        if let (Some(n), Value::Object(map)) = (self.events, &mut v) {
-            map.insert("events".into(), Value::from(n));
+        if let Value::Object(map) = &mut v {
+            if let Some(n) = self.events {
+                map.insert("events".into(), Value::from(n));
+            }
+            if let Some(detail) = &self.trace.detail {
+                map.insert("detail".into(), Value::from(detail.as_str()));
+            }
         }
         v.to_string()
     }
@@ -219,6 +224,7 @@ mod tests {
                 task_id: Some("tsk_1".into()),
                 error: Some(-32602),
                 auth: None,
+                detail: None,
             },
             started: 1_000,
             events: None,
@@ -235,6 +241,10 @@ mod tests {
                 "ms": 250, "store": "do", "subrequests": 1
             })
         );
+        let mut failed = log;
+        failed.trace.detail = Some("database disk image is malformed".into());
+        let v: Value = serde_json::from_str(&failed.line(1_250, StoreMode::Do)).unwrap();
+        assert_eq!(v["detail"], "database disk image is malformed");
         assert_eq!(known_http_method("BREW"), "other");
     }
 }

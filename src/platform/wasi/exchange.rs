@@ -16,7 +16,9 @@ impl<A: App> Guest for Component<A> {
                     headers: &request.headers,
                     body: &request.body,
                 };
-                crate::block_on(http::handle(server, &req, now_ms()))
+                let response = crate::block_on(http::handle(server, &req, now_ms()));
+                super::log_detail(&response);
+                response
             }
             Err(_) => misconfigured(),
         });

@@ -79,6 +79,7 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
         body: &body,
     };
     let response = crate::block_on(http::handle(server, &req, now_ms()));
+    super::log_detail(&response);
     respond(out, response, Some(server));
 }
 

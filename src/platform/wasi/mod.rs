@@ -107,6 +107,18 @@ fn with_server<A: App, R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R)
     })
 }
 
+/// Writes a request's operator-only detail (a store failure's message) to
+/// stderr; the client saw a generic error.
+fn log_detail(response: &crate::http::HttpResponse) {
+    if let Some(detail) = &response.trace.detail {
+        let line = serde_json::json!({
+            "event": "request-error", "method": response.trace.method,
+            "error": response.trace.error, "detail": detail,
+        });
+        eprintln!("{line}");
+    }
+}
+
 /// The answer to every request when the settings are invalid.
 fn misconfigured() -> crate::http::HttpResponse {
     let error = crate::error::RpcError::internal(

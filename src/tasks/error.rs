@@ -1,0 +1,120 @@
+//! What can go wrong in the task domain, as a type. [`From<TaskError>`]
+//! for [`RpcError`] is the one place these become a JSON-RPC code, a
+//! message and an HTTP status; a store failure keeps its message for the
+//! operator's log ([`TaskError::log_detail`]) and never shows it to the
+//! client.
+
+use serde_json::json;
+
+use crate::error::RpcError;
+use crate::store::StoreError;
+
+/// A failure of a task operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskError {
+    /// Not the caller's, never issued, expired or purged: one answer for all.
+    NotFound,
+    /// The store failed; the message is for the log only.
+    Store(String),
+    /// A compare-and-swap kept losing to other writers.
+    Busy,
+    /// The caller's quota record kept losing to other writers.
+    QuotaBusy,
+    /// The caller has `max` unfinished tasks already.
+    QuotaExceeded { max: usize },
+    /// A stored task could not be decoded.
+    Unreadable,
+    /// A task (or quota record) could not be encoded.
+    Encoding,
+    /// Input that does not fit (an input response, a replayed round).
+    InvalidInput(String),
+    /// No unused task id after a few tries.
+    NoTaskId,
+    /// A failure from outside the domain (the id source), as it was.
+    Other(RpcError),
+}
+
+impl TaskError {
+    /// What the operator's log should say, beyond the client's message.
+    pub fn log_detail(&self) -> Option<&str> {
+        match self {
+            TaskError::Store(why) => Some(why),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for TaskError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { .. } => TaskError::Busy,
+            StoreError::Unavailable(why) => TaskError::Store(why),
+        }
+    }
+}
+
+impl From<RpcError> for TaskError {
+    fn from(e: RpcError) -> Self {
+        TaskError::Other(e)
+    }
+}
+
+impl From<TaskError> for RpcError {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::NotFound => RpcError::task_not_found(),
+            // Retryable: clients back off on 503.
+            TaskError::Store(_) => {
+                RpcError::internal("Internal error: task storage is unavailable; retry later.")
+                    .with_status(503)
+            }
+            TaskError::Busy => {
+                RpcError::internal("Internal error: the task is busy; retry later.").with_status(503)
+            }
+            TaskError::QuotaBusy => {
+                RpcError::internal("Internal error: the quota record is busy; retry later.")
+                    .with_status(503)
+            }
+            TaskError::QuotaExceeded { max } => RpcError::invalid_params(format!(
+                "Task quota exceeded: at most {max} unfinished tasks per caller; cancel or wait for one to finish."
+            ))
+            .with_data(json!({ "reason": "quota", "maxOutstandingTasks": max }))
+            .with_status(429),
+            TaskError::Unreadable => {
+                RpcError::internal("Internal error: a stored task could not be read.")
+            }
+            TaskError::Encoding => RpcError::internal("Internal error: a task could not be encoded."),
+            TaskError::InvalidInput(message) => RpcError::invalid_params(message),
+            TaskError::NoTaskId => RpcError::internal("Internal error: could not allocate a task id."),
+            TaskError::Other(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_maps_to_one_code_and_status() {
+        let cases = [
+            (TaskError::NotFound, -32602, 200),
+            (TaskError::Store("disk on fire".into()), -32603, 503),
+            (TaskError::Busy, -32603, 503),
+            (TaskError::QuotaBusy, -32603, 503),
+            (TaskError::QuotaExceeded { max: 3 }, -32602, 429),
+            (TaskError::Unreadable, -32603, 500),
+            (TaskError::Encoding, -32603, 500),
+            (TaskError::InvalidInput("no".into()), -32602, 200),
+            (TaskError::NoTaskId, -32603, 500),
+        ];
+        for (e, code, status) in cases {
+            let detail = e.log_detail().map(str::to_owned);
+            let rpc = RpcError::from(e);
+            assert_eq!((rpc.code, rpc.http_status()), (code, status), "{rpc:?}");
+            if let Some(d) = detail {
+                assert!(!rpc.message.contains(&d), "the store's message stays out");
+            }
+        }
+    }
+}
