@@ -41,8 +41,9 @@ use crate::time::Millis;
 /// An entry's version counter.
 pub type Version = u64;
 
-/// One stored entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One stored entry. Its serde form is also what a Worker's shards send
+/// and what its KV cache holds (`{"version", "body", "due_at"}`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     pub version: Version,
     pub body: String,

@@ -33,7 +33,7 @@ use serde_json::Value;
 const COMMIT_ATTEMPTS: usize = 4;
 
 /// What one tick did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TickReport {
     /// Due tasks looked at.
     pub due: usize,

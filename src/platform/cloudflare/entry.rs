@@ -13,7 +13,7 @@ use worker::{
 use super::settings::{RequestLog, Settings, StoreMode, known_http_method};
 use super::sse;
 use super::store::{CACHE_BINDING, DoStore, KvCached, WorkerStore};
-use super::wire::{Op, Reply};
+use super::wire::{Op, Reply, SweepReport};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
 use crate::ids::SystemRandom;
@@ -224,7 +224,7 @@ pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         (0, 0, 0, 0, 0, 0);
     for reply in replies {
         match reply {
-            Ok(Reply::Swept(r)) => {
+            Ok(Reply::Swept(SweepReport { tick: r, .. })) => {
                 due += r.due;
                 stepped += r.stepped;
                 finished += r.finished;

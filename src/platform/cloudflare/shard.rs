@@ -29,6 +29,7 @@ use super::wire::{Op, Reply, SweepReport};
 use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::store::{Entry, Store, StoreError, Version};
+use crate::tasks::runner::TickReport;
 use crate::time::Millis;
 use crate::tools::ToolFactory;
 
@@ -260,7 +261,7 @@ impl Shard {
         };
         let writes = op.writes();
         let result = match op {
-            Op::Get { key } => store.get_now(&key).map(|e| Reply::Entry(e.map(Into::into))),
+            Op::Get { key } => store.get_now(&key).map(Reply::Entry),
             Op::Put {
                 key,
                 expected,
@@ -387,19 +388,18 @@ impl Shard {
             self.alarm_checked.set(false);
             self.log_error("set-alarm", &e.to_string());
         }
-        let report = SweepReport::from_tick(&tick, alarm_at);
-        if report.due > 0 || report.errors > 0 {
+        if tick.due > 0 || tick.errors > 0 {
             console_log!(
                 "{}",
                 serde_json::json!({
                     "event": "sweep", "origin": origin, "shard": self.name(),
-                    "due": report.due, "stepped": report.stepped, "finished": report.finished,
-                    "purged": report.purged, "skipped": report.skipped, "fenced": report.fenced,
-                    "errors": report.errors, "alarm_at": report.alarm_at,
+                    "due": tick.due, "stepped": tick.stepped, "finished": tick.finished,
+                    "purged": tick.purged, "skipped": tick.skipped, "fenced": tick.fenced,
+                    "errors": tick.errors, "alarm_at": alarm_at,
                 })
             );
         }
-        report
+        SweepReport { tick, alarm_at }
     }
 
     async fn sweep_failed(
@@ -415,9 +415,11 @@ impl Shard {
             self.log_error("set-alarm", &e.to_string());
         }
         SweepReport {
-            errors: 1,
+            tick: TickReport {
+                errors: 1,
+                ..TickReport::default()
+            },
             alarm_at: Some(at),
-            ..SweepReport::default()
         }
     }
 

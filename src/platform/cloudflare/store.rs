@@ -96,7 +96,7 @@ impl Store for DoStore {
             key: key.to_owned(),
         };
         match self.on_key(key, op).await? {
-            Reply::Entry(e) => Ok(e.map(Entry::from)),
+            Reply::Entry(e) => Ok(e),
             other => Err(other.into_error("get")),
         }
     }

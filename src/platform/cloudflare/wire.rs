@@ -74,72 +74,19 @@ impl Op {
     }
 }
 
-/// A stored entry on the wire.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireEntry {
-    pub version: Version,
-    pub body: String,
-    pub due_at: Option<Millis>,
-}
-
-impl From<Entry> for WireEntry {
-    fn from(e: Entry) -> Self {
-        WireEntry {
-            version: e.version,
-            body: e.body,
-            due_at: e.due_at,
-        }
-    }
-}
-
-impl From<WireEntry> for Entry {
-    fn from(e: WireEntry) -> Self {
-        Entry {
-            version: e.version,
-            body: e.body,
-            due_at: e.due_at,
-        }
-    }
-}
-
-/// What one sweep (alarm or cron) did.
+/// What one sweep (alarm or cron) did: the runner's tick, and when the
+/// shard's alarm fires next.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SweepReport {
-    pub due: usize,
-    pub stepped: usize,
-    pub finished: usize,
-    pub cancelled: usize,
-    pub purged: usize,
-    pub skipped: usize,
-    pub fenced: usize,
-    pub errors: usize,
-    pub next_due: Option<Millis>,
-    /// When the shard's alarm fires next.
+    pub tick: TickReport,
     pub alarm_at: Option<Millis>,
-}
-
-impl SweepReport {
-    pub fn from_tick(t: &TickReport, alarm_at: Option<Millis>) -> Self {
-        SweepReport {
-            due: t.due,
-            stepped: t.stepped,
-            finished: t.finished,
-            cancelled: t.cancelled,
-            purged: t.purged,
-            skipped: t.skipped,
-            fenced: t.fenced,
-            errors: t.errors,
-            next_due: t.next_due,
-            alarm_at,
-        }
-    }
 }
 
 /// A shard's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
-    Entry(Option<WireEntry>),
+    Entry(Option<Entry>),
     Version(Version),
     Deleted,
     Due(Vec<(String, Millis)>),
@@ -176,14 +123,6 @@ pub fn cache_key(task_id: &str) -> String {
     format!("task:{task_id}")
 }
 
-/// A terminal task record as cached in KV, with what `Store::get` returns.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CachedEntry {
-    pub version: Version,
-    pub due_at: Option<Millis>,
-    pub body: String,
-}
-
 /// KV refuses expirations less than 60 s ahead.
 pub const KV_MIN_EXPIRATION_S: i64 = 60;
 
@@ -198,12 +137,7 @@ pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)>
     if now >= expires_at {
         return None;
     }
-    let value = serde_json::to_string(&CachedEntry {
-        version: entry.version,
-        due_at: entry.due_at,
-        body: entry.body.clone(),
-    })
-    .ok()?;
+    let value = serde_json::to_string(entry).ok()?;
     let expires_s = expires_at.div_euclid(1000) + 1;
     let earliest_s = now.div_euclid(1000) + KV_MIN_EXPIRATION_S + 1;
     Some((value, expires_s.max(earliest_s).max(0) as u64))
@@ -211,12 +145,7 @@ pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)>
 
 /// Reads a cached value back; `None` if it is not one of ours.
 pub fn from_cache(value: &str) -> Option<Entry> {
-    let c: CachedEntry = serde_json::from_str(value).ok()?;
-    Some(Entry {
-        version: c.version,
-        body: c.body,
-        due_at: c.due_at,
-    })
+    serde_json::from_str(value).ok()
 }
 
 #[cfg(test)]
