@@ -264,15 +264,25 @@ pub fn task_tool<T: TaskTool>(tool: T) -> Box<dyn Tool> {
 
 struct SyncAdapter<T>(T);
 
+/// A typed tool's descriptor: its names, and schemas generated from its
+/// argument and output types.
+fn descriptor<A: JsonSchema, O: JsonSchema>(
+    name: &'static str,
+    title: Option<&'static str>,
+    description: &'static str,
+) -> ToolDescriptor {
+    ToolDescriptor {
+        name,
+        title,
+        description,
+        input_schema: schema_of::<A>(),
+        output_schema: object_schema_of::<O>(),
+    }
+}
+
 impl<T: SyncTool> Tool for SyncAdapter<T> {
     fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: T::NAME,
-            title: T::TITLE,
-            description: T::DESCRIPTION,
-            input_schema: schema_of::<T::Args>(),
-            output_schema: object_schema_of::<T::Output>(),
-        }
+        descriptor::<T::Args, T::Output>(T::NAME, T::TITLE, T::DESCRIPTION)
     }
 
     fn requirements(&self) -> Requirements {
@@ -292,13 +302,7 @@ struct TaskAdapter<T>(T);
 
 impl<T: TaskTool> Tool for TaskAdapter<T> {
     fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: T::NAME,
-            title: T::TITLE,
-            description: T::DESCRIPTION,
-            input_schema: schema_of::<T::Args>(),
-            output_schema: object_schema_of::<T::Output>(),
-        }
+        descriptor::<T::Args, T::Output>(T::NAME, T::TITLE, T::DESCRIPTION)
     }
 
     fn requirements(&self) -> Requirements {

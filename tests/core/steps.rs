@@ -12,14 +12,10 @@ use mcp_tasks_edge::block_on;
 use mcp_tasks_edge::outbound::{
     FakeOutbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
 };
-use mcp_tasks_edge::protocol::tools::{CallToolResult, ToolDescriptor};
 use mcp_tasks_edge::server::Config;
 use mcp_tasks_edge::store::MemoryStore;
 use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome, idempotency_key};
-use mcp_tasks_edge::tools::{
-    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, TaskStart,
-    TaskSupport, Tool, ToolCall, ToolSet, ready,
-};
+use mcp_tasks_edge::tools::{Start, Step, StepContext, StepOutcome, TaskTool, ToolSet, task_tool};
 use serde_json::{Value, json};
 
 use crate::support::{Harness, config};
@@ -280,37 +276,29 @@ fn a_cancel_during_a_running_poll_is_seen_by_the_step() {
     assert_eq!(h.status(&task), "cancelled");
 }
 
+/// A tool without arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
 #[test]
 fn tool_settings_never_expose_the_servers_own() {
     struct Peek;
-    impl Tool for Peek {
-        fn descriptor(&self) -> ToolDescriptor {
-            ToolDescriptor {
-                name: "peek",
-                title: None,
-                description: "reads settings",
-                input_schema: json!({"type": "object", "properties": {}}),
-                output_schema: None,
-            }
+    impl TaskTool for Peek {
+        type Args = NoArgs;
+        type State = ();
+        type Output = String;
+        const NAME: &'static str = "peek";
+        const DESCRIPTION: &'static str = "reads settings";
+        fn start(&self, _: &NoArgs) -> Start<()> {
+            Start::now(())
         }
-        fn requirements(&self) -> Requirements {
-            Requirements::new(TaskSupport::Required)
-        }
-        fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
-            Ok(CallPlan::Task(TaskStart {
-                state: Value::Null,
-                first_step_in_ms: 0,
-                message: None,
-            }))
-        }
-        fn step<'a>(&'a self, s: &'a StepContext<'a>) -> StepFuture<'a> {
-            let text = format!(
+        async fn step(&self, _: NoArgs, _: (), s: &StepContext<'_>) -> Step<(), String> {
+            Step::Done(format!(
                 "{:?} {:?} {:?}",
                 s.setting("MCP_STATE_SECRET"),
                 s.setting("JOB_API_URL"),
                 s.secret("JOB_API_KEY")
-            );
-            ready(StepOutcome::Complete(CallToolResult::text(text)))
+            ))
         }
     }
     let store = Arc::new(MemoryStore::new());
@@ -320,7 +308,7 @@ fn tool_settings_never_expose_the_servers_own() {
         mcp_tasks_edge::server::Server::new(
             store,
             cfg,
-            ToolSet::from_tools(vec![Box::new(Peek)]),
+            ToolSet::from_tools(vec![task_tool(Peek)]),
             Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(9)),
         )
         .unwrap()
@@ -337,33 +325,18 @@ fn tool_settings_never_expose_the_servers_own() {
 /// A task tool that counts its steps and never finishes on its own.
 struct Counting(Arc<AtomicUsize>);
 
-impl Tool for Counting {
-    fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: "counting",
-            title: None,
-            description: "counts steps",
-            input_schema: json!({"type": "object", "properties": {}}),
-            output_schema: None,
-        }
+impl TaskTool for Counting {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "counting";
+    const DESCRIPTION: &'static str = "counts steps";
+    fn start(&self, _: &NoArgs) -> Start<()> {
+        Start::now(())
     }
-    fn requirements(&self) -> Requirements {
-        Requirements::new(TaskSupport::Required)
-    }
-    fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
-        Ok(CallPlan::Task(TaskStart {
-            state: Value::Null,
-            first_step_in_ms: 0,
-            message: None,
-        }))
-    }
-    fn step<'a>(&'a self, _: &'a StepContext<'a>) -> StepFuture<'a> {
+    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> Step<(), String> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        ready(StepOutcome::Continue {
-            state: Value::Null,
-            wake_in_ms: 1_000,
-            message: None,
-        })
+        Step::after((), 1_000)
     }
 }
 
@@ -389,7 +362,7 @@ fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
     let mut cfg = config();
     cfg.retry.max_attempts = max_attempts;
     let tools = mcp_tasks_edge::demo::tools(mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS)
-        .with(Box::new(Counting(steps.clone())));
+        .with(task_tool(Counting(steps.clone())));
     let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
         mcp_tasks_edge::server::Server::new(
             s.store().clone(),
