@@ -233,3 +233,26 @@ async fn cancelling_a_polling_job_stops_the_polls() {
     }
     assert_eq!(up.seen().len(), polls, "no request after the cancel");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_over_the_cap_is_refused() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("outbound-cap");
+    let clock = Clock::manual(T0);
+    // The submit answer (`{"id":"job-1"}`) is 14 bytes.
+    let c = host(
+        dir.path(),
+        &clock,
+        &up,
+        &[
+            ("MCP_OUTBOUND_MAX_BYTES", "8"),
+            ("MCP_STEP_MAX_ATTEMPTS", "2"),
+        ],
+    );
+    let task = c.start("run_job", json!({"input": "h"})).await;
+    let t = settle(&c, &clock, &task, 500, 10).await;
+    assert_eq!(t["status"], "failed", "{t}");
+    let msg = t["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("larger than 8 bytes"), "{msg}");
+    assert_eq!(up.submit_keys().len(), 2, "one request per attempt");
+}
