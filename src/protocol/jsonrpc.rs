@@ -9,7 +9,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use crate::error::RpcError;
+use super::error::RpcError;
 
 /// A request id: a string or an integer, never null.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -260,7 +260,7 @@ fn to_bytes<T: Serialize>(value: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
+    use crate::protocol::error::ErrorCode;
 
     fn err(body: &str) -> EnvelopeError {
         match parse_message(body.as_bytes()) {

@@ -1,95 +1,24 @@
 //! The Worker's entry points, `fetch` and `scheduled`, as functions that the
 //! user's crate exports with [`crate::cloudflare_worker!`].
 
-use std::cell::OnceCell;
 use std::rc::Rc;
 
 use futures_util::future::join_all;
 use worker::{
-    Context, Date, Env, Headers, Request, Response, ResponseBuilder, ScheduleContext,
-    ScheduledEvent, console_error, console_log, console_warn,
+    Context, Env, Headers, Request, Response, ResponseBuilder, ScheduleContext, ScheduledEvent,
+    console_error, console_log,
 };
 
-use super::settings::{RequestLog, Settings, StoreMode, known_http_method};
+use super::env::{early_error, env_lookup, misconfigured, now_ms, open_store, settings};
+use super::settings::{RequestLog, known_http_method};
 use super::sse;
-use super::store::{CACHE_BINDING, DoStore, KvCached, WorkerStore};
+use super::store::DoStore;
 use super::wire::{Op, Reply, SweepReport};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
 use crate::ids::SystemRandom;
-use crate::protocol::jsonrpc::error_bytes;
 use crate::server::Server;
-use crate::time::Millis;
 use crate::tools::ToolFactory;
-
-/// The platform clock: milliseconds since the epoch.
-pub fn now_ms() -> Millis {
-    Date::now().as_millis() as Millis
-}
-
-/// Reads a variable or secret of the Worker's environment.
-pub(super) fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
-    move |name| env.var(name).ok().map(|v| v.to_string())
-}
-
-thread_local! {
-    static SETTINGS: OnceCell<Result<Settings, String>> = const { OnceCell::new() };
-}
-
-/// The settings, read from the environment once per isolate (variables and
-/// secrets are fixed for a deployment; reading them crosses into JavaScript
-/// and parses the JWT key set).
-pub(super) fn settings(env: &Env) -> Result<Settings, String> {
-    SETTINGS.with(|cell| {
-        cell.get_or_init(|| {
-            let settings = Settings::from_env(env_lookup(env)).map_err(|e| e.0);
-            if settings.as_ref().is_ok_and(|s| s.config.auth.is_insecure()) {
-                console_warn!(
-                    "{}",
-                    serde_json::json!({"event": "insecure-auth", "warning": "MCP_AUTH=insecure-local: every request acts as one local principal with no credentials checked. Local development only."})
-                );
-            }
-            settings
-        })
-        .clone()
-    })
-}
-
-pub(super) fn json_response(status: u16, body: Vec<u8>) -> Response {
-    let headers = Headers::new();
-    let _ = headers.set("content-type", "application/json");
-    ResponseBuilder::new()
-        .with_status(status)
-        .with_headers(headers)
-        .fixed(body)
-}
-
-/// A JSON-RPC error answered before the core could run.
-fn early_error(status: u16, error: &RpcError) -> Response {
-    json_response(status, error_bytes(None, error))
-}
-
-/// Builds the request's store: the shards, behind the KV cache in
-/// `do+kv-cache` mode.
-pub(super) fn open_store(env: &Env, settings: &Settings) -> worker::Result<WorkerStore> {
-    let shards = DoStore::new(env, settings.shards)?;
-    let kv = match settings.store {
-        StoreMode::Do => None,
-        StoreMode::DoKvCache => Some(env.kv(CACHE_BINDING)?),
-    };
-    Ok(KvCached::new(shards, kv))
-}
-
-pub(super) fn misconfigured(what: &str, why: &str) -> Response {
-    console_error!(
-        "{}",
-        serde_json::json!({"event": "misconfigured", "what": what, "error": why})
-    );
-    early_error(
-        503,
-        &RpcError::internal("Internal error: the server is not configured correctly."),
-    )
-}
 
 /// The Worker's `fetch` handler, serving the tools `tools` builds.
 pub async fn fetch(

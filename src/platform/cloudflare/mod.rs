@@ -19,6 +19,8 @@ pub mod wire;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod entry;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod env;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod outbound;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub mod shard;
@@ -30,6 +32,8 @@ pub mod store;
 mod test_hooks;
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-pub use entry::{fetch, now_ms, scheduled};
+pub use entry::{fetch, scheduled};
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+pub use env::now_ms;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub use shard::Shard;

@@ -340,7 +340,7 @@ impl Shard {
         let now = now_ms();
         self.alarm_checked.set(true);
         let storage = self.state.storage();
-        let settings = super::entry::settings(&self.env);
+        let settings = super::env::settings(&self.env);
         let (settings, store) = match (settings, self.store()) {
             (Ok(s), Ok(store)) => (s, store),
             (Err(e), _) => return self.sweep_failed(&storage, origin, &e, now).await,
@@ -351,7 +351,7 @@ impl Shard {
             }
         };
         let budget = settings.config.tick_budget;
-        let lookup = super::entry::env_lookup(&self.env);
+        let lookup = super::env::env_lookup(&self.env);
         let tools = match (self.tools)(&lookup) {
             Ok(t) => t,
             Err(e) => return self.sweep_failed(&storage, origin, &e, now).await,

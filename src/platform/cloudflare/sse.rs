@@ -101,6 +101,6 @@ pub fn respond(
     });
     match builder.from_stream(frames) {
         Ok(r) => r,
-        Err(e) => super::entry::misconfigured("sse", &e.to_string()),
+        Err(e) => super::env::misconfigured("sse", &e.to_string()),
     }
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use worker::{Env, Request, Response};
 
-use super::entry::{json_response, misconfigured, open_store};
+use super::env::{json_response, misconfigured, open_store};
 use super::store::{CACHE_BINDING, WorkerStore};
 use super::wire::Op;
 use crate::store::contract;
@@ -57,7 +57,7 @@ struct KvArgs {
 }
 
 pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
-    let settings = match super::entry::settings(env) {
+    let settings = match super::env::settings(env) {
         Ok(s) => s,
         Err(e) => return misconfigured("settings", &e),
     };
