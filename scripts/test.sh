@@ -29,7 +29,7 @@ rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup ta
 run "format" cargo fmt --all --check
 run "clippy" bash scripts/lint.sh host
 run "clippy (wasi component)" bash scripts/lint.sh wasi
-run "core tests" bash -c 'cargo test --locked --lib --examples --test core &&
+run "core tests" bash -c 'cargo test --locked --lib --test core &&
   cargo test --locked --doc -p mcp-tasks-edge &&
   cargo test --locked -p mcp-tasks-edge-server &&
   cargo test --locked -p mcp-tasks-edge-server --features conformance &&
@@ -45,7 +45,7 @@ run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --loc
     echo "wasi component: $c $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"
   done'
 # The kill test runs the host example as a process.
-run "wasi tests" bash -c 'cargo build --locked --example host && cargo test --locked --test wasi'
+run "wasi tests" bash -c 'cargo build --locked -p mcp-tasks-edge-host && cargo test --locked --test wasi'
 run "conformance (wasi host)" bash scripts/conformance.sh
 
 # --- Cloudflare Worker (issue 4) -------------------------------------------

@@ -7,12 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
-#[path = "../../examples/host/runtime.rs"]
-mod runtime;
-#[allow(dead_code)]
-#[path = "../../examples/host/sqlite.rs"]
-mod sqlite;
+use mcp_tasks_edge_host::{runtime, sqlite};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,5 +1,5 @@
 //! At least once across a real crash: the local host process (the `host`
-//! example, `cargo build --example host`) is killed with SIGKILL after the
+//! binary, `cargo build -p mcp-tasks-edge-host`) is killed with SIGKILL after the
 //! job API received a step's submit and before the step committed. A new
 //! host process over the same data repeats the step with the same
 //! idempotency key, and the task completes once.
@@ -15,7 +15,7 @@ use crate::support::{TempDir, caps, meta, standard_headers};
 use crate::upstream::{Behave, Upstream};
 
 fn host_binary() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/examples/host")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/host")
 }
 
 fn free_port() -> u16 {
@@ -40,7 +40,7 @@ async fn start_host(dir: &Path, port: u16, up: &Upstream) -> Host {
     let bin = host_binary();
     assert!(
         bin.exists(),
-        "{} is missing: cargo build --example host",
+        "{} is missing: cargo build -p mcp-tasks-edge-host",
         bin.display()
     );
     let child = Command::new(bin)

@@ -6,16 +6,8 @@
 //! `runner.tick` and `diagnostics`, over the host's SQLite store. Build the
 //! component first: `cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance`.
 
-// The local host's modules, shared with `cargo run --example host`.
-#[allow(dead_code)]
-#[path = "../../examples/host/runtime.rs"]
-mod runtime;
-#[allow(dead_code)]
-#[path = "../../examples/host/serve.rs"]
-mod serve;
-#[allow(dead_code)]
-#[path = "../../examples/host/sqlite.rs"]
-mod sqlite;
+// The local host (host/), the same code as the `host` binary.
+use mcp_tasks_edge_host::{runtime, serve, sqlite};
 
 mod config;
 mod contract;

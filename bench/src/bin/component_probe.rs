@@ -2,12 +2,7 @@
 //! requests that do less and less work in the guest. Prints mean µs per
 //! call (guest time, host store calls excluded) for each.
 
-#[allow(dead_code)]
-#[path = "../../../examples/host/runtime.rs"]
-mod runtime;
-#[allow(dead_code)]
-#[path = "../../../examples/host/sqlite.rs"]
-mod sqlite;
+use mcp_tasks_edge_host::{runtime, sqlite};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

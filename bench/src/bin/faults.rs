@@ -40,7 +40,7 @@ struct Opts {
 fn opts() -> Opts {
     let mut o = Opts {
         mode: std::env::args().nth(1).unwrap_or_default(),
-        host: PathBuf::from("target/release/examples/host"),
+        host: PathBuf::from("target/release/host"),
         data: std::env::temp_dir().join(format!("mcp-faults-{}", std::process::id())),
         runs: 100,
         tasks: 1000,

@@ -10,12 +10,7 @@
 //! component: `cargo build --release --target wasm32-wasip2 -p
 //! mcp-tasks-edge-server --features conformance`).
 
-#[allow(dead_code)]
-#[path = "../../../examples/host/runtime.rs"]
-mod runtime;
-#[allow(dead_code)]
-#[path = "../../../examples/host/sqlite.rs"]
-mod sqlite;
+use mcp_tasks_edge_host::{runtime, sqlite};
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance
 //! MCP_STATE_SECRET=... MCP_AUTH=insecure-local MCP_TOOLS=all \
-//!   cargo run --example host -- --port 8788 --data .data
+//!   cargo run -p mcp-tasks-edge-host -- --port 8788 --data .data
 //! ```
 //!
 //! Serves the component on `http://127.0.0.1:PORT/mcp`, keeps tasks in
@@ -22,21 +22,14 @@
 //! is fsynced; normal survives the process being killed but not a power
 //! loss).
 
-// Shared with the `wasi` integration tests, which use more of them.
-#[allow(dead_code)]
-mod runtime;
-#[allow(dead_code)]
-mod serve;
-#[allow(dead_code)]
-mod sqlite;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 
-use runtime::{Runtime, Settings, Strategy};
-use sqlite::SqliteStore;
+use mcp_tasks_edge_host::runtime::{self, Runtime, Settings, Strategy};
+use mcp_tasks_edge_host::serve;
+use mcp_tasks_edge_host::sqlite::{self, SqliteStore};
 
 struct Args {
     port: u16,

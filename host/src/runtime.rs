@@ -37,7 +37,7 @@ use crate::sqlite::SqliteStore;
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "wit",
+        path: "../wit",
         world: "server",
         exports: { default: async },
         require_store_data_send: true,
@@ -62,7 +62,9 @@ pub const DEFAULT_COMPONENT: &str = "target/wasm32-wasip2/release/mcp_tasks_edge
 pub fn component_path() -> std::path::PathBuf {
     match std::env::var_os("COMPONENT_WASM") {
         Some(p) => p.into(),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_COMPONENT),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(DEFAULT_COMPONENT),
     }
 }
 
