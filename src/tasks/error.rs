@@ -44,6 +44,19 @@ impl TaskError {
     }
 }
 
+impl std::fmt::Display for TaskError {
+    /// The client's message, and a store failure's own message after it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rpc = RpcError::from(self.clone());
+        match self.log_detail() {
+            Some(detail) => write!(f, "{} ({detail})", rpc.message),
+            None => f.write_str(&rpc.message),
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
+
 impl From<StoreError> for TaskError {
     fn from(e: StoreError) -> Self {
         match e {

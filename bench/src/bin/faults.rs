@@ -303,7 +303,7 @@ fn stored(data: &Path) -> Result<HashMap<String, TaskRecord>, String> {
     let mut out = HashMap::new();
     for row in rows {
         let (k, body) = row.map_err(|e| e.to_string())?;
-        out.insert(k, decode(&body).map_err(|e| e.message)?);
+        out.insert(k, decode(&body).map_err(|e| e.to_string())?);
     }
     Ok(out)
 }
