@@ -15,11 +15,14 @@ fn code(body: &Value) -> i64 {
 fn post_edited(
     h: &Harness,
     msg: &Value,
-    edit: impl FnOnce(&mut Vec<(&'static str, String)>),
+    edit: impl FnOnce(&mut Vec<(String, String)>),
 ) -> (u16, Value) {
     let mut headers = standard_headers(msg);
     edit(&mut headers);
-    let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     let resp = h.post_raw(&refs, &serde_json::to_vec(msg).unwrap());
     (resp.status, crate::support::body_json(&resp))
 }
@@ -29,12 +32,12 @@ fn request(id: i64, method: &str, mut params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-fn set(headers: &mut Vec<(&'static str, String)>, name: &'static str, value: &str) {
+fn set(headers: &mut Vec<(String, String)>, name: &'static str, value: &str) {
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-    headers.push((name, value.to_owned()));
+    headers.push((name.to_owned(), value.to_owned()));
 }
 
-fn remove(headers: &mut Vec<(&'static str, String)>, name: &str) {
+fn remove(headers: &mut Vec<(String, String)>, name: &str) {
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
 }
 
@@ -171,7 +174,7 @@ fn header_mismatches_are_32020_with_400() {
         json!({"name": "greet", "arguments": {"name": "x"}}),
     );
     let get = request(3, "tasks/get", json!({"taskId": task}));
-    type Edit = Box<dyn FnOnce(&mut Vec<(&'static str, String)>)>;
+    type Edit = Box<dyn FnOnce(&mut Vec<(String, String)>)>;
     let cases: Vec<(&str, &Value, Edit)> = vec![
         (
             "version header differs from _meta",
@@ -201,7 +204,7 @@ fn header_mismatches_are_32020_with_400() {
         (
             "method header repeated",
             &list,
-            Box::new(|hs| hs.push(("mcp-method", "tools/call".into()))),
+            Box::new(|hs| hs.push(("mcp-method".into(), "tools/call".into()))),
         ),
         (
             "name header differs on tools/call",
@@ -246,15 +249,14 @@ fn header_forms_that_are_accepted() {
         json!({"name": "greet", "arguments": {"name": "x"}}),
     );
     let get = request(3, "tasks/get", json!({"taskId": task}));
-    type Edit = Box<dyn FnOnce(&mut Vec<(&'static str, String)>)>;
+    type Edit = Box<dyn FnOnce(&mut Vec<(String, String)>)>;
     let cases: Vec<(&str, &Value, Edit)> = vec![
         (
-            "lower-case header names",
+            "upper-case header names",
             &call,
             Box::new(|hs| {
-                let old = std::mem::take(hs);
-                for (n, v) in old {
-                    hs.push((Box::leak(n.to_ascii_lowercase().into_boxed_str()), v));
+                for (n, _) in hs.iter_mut() {
+                    n.make_ascii_uppercase();
                 }
             }),
         ),
@@ -393,7 +395,7 @@ fn http_level_refusals() {
     let h = Harness::new();
     let body = serde_json::to_vec(&request(1, "tools/list", json!({}))).unwrap();
     let hs = standard_headers(&request(1, "tools/list", json!({})));
-    let mut refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let mut refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     for m in ["GET", "DELETE", "PUT"] {
         let r = h.request(m, "/mcp", &refs, b"");
         assert_eq!((r.status, r.header("allow")), (405, Some("POST")), "{m}");
@@ -456,14 +458,14 @@ fn the_trace_names_known_things_only() {
     let task = h.start("slow_compute", json!({"seconds": 60}));
     let msg = request(1, "tasks/get", json!({"taskId": task}));
     let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
     assert_eq!(r.trace.method, Some("tasks/get"));
     assert_eq!(r.trace.task_id.as_deref(), Some(task.as_str()));
     assert_eq!(r.trace.error, None);
     let msg = request(2, "tasks/get", json!({"taskId": "attacker-controlled"}));
     let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
     assert_eq!((r.trace.task_id, r.trace.error), (None, Some(-32602)));
     let msg = request(3, "no/such\nmethod", json!({}));
@@ -475,7 +477,7 @@ fn the_trace_names_known_things_only() {
         json!({"name": "greet", "arguments": {"name": "x"}}),
     );
     let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
     assert_eq!(
         (r.trace.method, r.trace.tool),

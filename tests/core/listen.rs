@@ -23,7 +23,7 @@ pub fn open(h: &Harness, task_ids: Value) -> (Value, EventStream) {
     params["_meta"] = meta(caps());
     let msg = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params});
     let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let resp = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
     assert_eq!(resp.status, 200);
     assert_eq!(resp.header("content-type"), Some("text/event-stream"));

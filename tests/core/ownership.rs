@@ -17,7 +17,7 @@ fn probe(h: &Harness, method: &str, task: &str) -> (u16, Vec<u8>) {
     params["_meta"] = crate::support::meta(crate::support::caps());
     let msg = json!({"jsonrpc": "2.0", "id": 42, "method": method, "params": params});
     let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
     (r.status, r.body_bytes().to_vec())
 }

@@ -140,7 +140,10 @@ impl Harness {
     /// from it. Returns the status and the parsed body (`Null` when empty).
     pub fn post(&self, msg: &Value) -> (u16, Value) {
         let headers = standard_headers(msg);
-        let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (*a, b.as_str())).collect();
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
         let resp = self.post_raw(&refs, &serde_json::to_vec(msg).unwrap());
         (resp.status, body_json(&resp))
     }
@@ -208,26 +211,6 @@ pub fn body_json(resp: &HttpResponse) -> Value {
     }
 }
 
-/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` as a client sets them.
-pub fn standard_headers(msg: &Value) -> Vec<(&'static str, String)> {
-    let mut h = vec![
-        ("content-type", "application/json".to_owned()),
-        ("accept", "application/json, text/event-stream".to_owned()),
-    ];
-    if let Some(v) = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str() {
-        h.push(("MCP-Protocol-Version", v.to_owned()));
-    }
-    if let Some(m) = msg["method"].as_str() {
-        h.push(("Mcp-Method", m.to_owned()));
-        let name = match m {
-            "tools/call" | "prompts/get" => msg["params"]["name"].as_str(),
-            "resources/read" => msg["params"]["uri"].as_str(),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => msg["params"]["taskId"].as_str(),
-            _ => None,
-        };
-        if let Some(n) = name {
-            h.push(("Mcp-Name", n.to_owned()));
-        }
-    }
-    h
-}
+/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` as a client sets
+/// them (the library's test support).
+pub use mcp_tasks_edge::testing::standard_headers;
