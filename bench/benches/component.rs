@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use mcp_tasks_edge::testing::{full_capabilities, meta, standard_headers};
 use serde_json::{Value, json};
 
 use runtime::{Runtime, Settings};
@@ -24,25 +25,10 @@ struct Req {
 }
 
 fn req(method: &str, mut params: Value) -> Req {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    let name = params
-        .get("taskId")
-        .or_else(|| params.get("name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    params["_meta"] = meta(full_capabilities());
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut headers = vec![
-        ("host".to_owned(), "127.0.0.1".to_owned()),
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
-        ("mcp-method".to_owned(), method.to_owned()),
-    ];
-    if let Some(n) = name {
-        headers.push(("mcp-name".to_owned(), n));
-    }
+    let mut headers = standard_headers(&msg);
+    headers.push(("host".to_owned(), "127.0.0.1".to_owned()));
     Req {
         headers,
         body: serde_json::to_vec(&msg).unwrap(),

@@ -12,6 +12,7 @@ use mcp_tasks_edge::ids::SequentialIds;
 use mcp_tasks_edge::server::{Config, RequestContext, Server};
 use mcp_tasks_edge::store::MemoryStore;
 use mcp_tasks_edge::tasks::record::Owner;
+use mcp_tasks_edge::testing::{full_capabilities, meta, standard_headers};
 use serde_json::{Value, json};
 
 const T0: i64 = 1_787_481_000_000;
@@ -39,26 +40,10 @@ struct Request {
 }
 
 fn request(method: &str, mut params: Value) -> Request {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    let name = params
-        .get("taskId")
-        .or_else(|| params.get("name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    params["_meta"] = meta(full_capabilities());
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut headers = vec![
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
-        ("mcp-method".to_owned(), method.to_owned()),
-    ];
-    if let Some(n) = name {
-        headers.push(("mcp-name".to_owned(), n));
-    }
     Request {
-        headers,
+        headers: standard_headers(&msg),
         body: serde_json::to_vec(&msg).expect("json"),
     }
 }

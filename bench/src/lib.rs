@@ -6,18 +6,18 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
+use mcp_tasks_edge::testing;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-const CAPS: &str = r#"{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}"#;
-
+/// A request with the `_meta` of a client that supports tasks and form
+/// elicitation (the library's test support), naming this load client.
 pub fn message(id: u64, method: &str, params: Value) -> Value {
     let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": serde_json::from_str::<Value>(CAPS).unwrap_or_default(),
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"},
-    });
+    let mut meta = testing::meta(testing::full_capabilities());
+    meta["io.modelcontextprotocol/clientInfo"] =
+        json!({"name": "mcp-tasks-edge-load", "version": "0.1.0"});
+    params["_meta"] = meta;
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
@@ -57,26 +57,11 @@ impl Conn {
     pub async fn call(&mut self, method: &str, params: Value) -> Result<(u16, Value), String> {
         let id = self.next_id;
         self.next_id += 1;
-        let name = match method {
-            "tools/call" => params
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params
-                .get("taskId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            _ => None,
-        };
-        let body = serde_json::to_vec(&message(id, method, params)).map_err(|e| e.to_string())?;
-        let mut req = Request::post(&self.path)
-            .header("host", &self.host)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method);
-        if let Some(n) = name {
-            req = req.header("mcp-name", n);
+        let msg = message(id, method, params);
+        let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+        let mut req = Request::post(&self.path).header("host", &self.host);
+        for (k, v) in testing::standard_headers(&msg) {
+            req = req.header(k, v);
         }
         for (k, v) in &self.extra {
             req = req.header(k, v);

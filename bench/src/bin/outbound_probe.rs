@@ -32,7 +32,9 @@ async fn api(req: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>
         r#"{"status":"running"}"#
     };
     let _ = req.into_body().collect().await;
-    Ok(Response::new(Full::new(Bytes::from_static(body.as_bytes()))))
+    Ok(Response::new(Full::new(Bytes::from_static(
+        body.as_bytes(),
+    ))))
 }
 
 async fn start_api() -> std::net::SocketAddr {
@@ -68,7 +70,10 @@ async fn raw_get(addr: std::net::SocketAddr) {
 }
 
 async fn probe(n: u32, sync: sqlite::Sync, addr: std::net::SocketAddr) -> Duration {
-    let dir = std::env::temp_dir().join(format!("mcp-outbound-probe-{}-{sync:?}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-outbound-probe-{}-{sync:?}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Arc::new(sqlite::SqliteStore::open_with(&dir, sync).expect("store"));
     let origin = format!("http://{addr}");
@@ -108,7 +113,10 @@ async fn probe(n: u32, sync: sqlite::Sync, addr: std::net::SocketAddr) -> Durati
         ("mcp-method", b"tools/call"),
         ("mcp-name", b"run_job"),
     ];
-    let created = rt.request("POST", "/mcp", &headers, body).await.expect("call");
+    let created = rt
+        .request("POST", "/mcp", &headers, body)
+        .await
+        .expect("call");
     assert_eq!(created.status, 200, "{:?}", created.body);
     rt.tick(clock.now_ms()).await.expect("submit");
     // Warm up: instances, connections to SQLite.
