@@ -193,31 +193,22 @@ impl std::fmt::Display for Secret {
 }
 
 /// Tells a running step whether its task's cancellation was requested.
-pub trait CancelProbe {
+pub(crate) trait CancelProbe {
     fn cancel_requested<'a>(&'a self) -> LocalFuture<'a, bool>;
-}
-
-/// A probe for steps run outside a store (never cancelled).
-pub struct NeverCancelled;
-
-impl CancelProbe for NeverCancelled {
-    fn cancel_requested<'a>(&'a self) -> LocalFuture<'a, bool> {
-        Box::pin(std::future::ready(false))
-    }
 }
 
 /// What the runtime lends a step: outbound HTTP under the operator's
 /// policy, tool settings, and the task's cancellation flag.
-pub struct StepEnv<'a> {
-    pub outbound: &'a dyn Outbound,
-    pub policy: &'a OutboundPolicy,
-    pub settings: &'a dyn ToolSettings,
-    pub cancel: &'a dyn CancelProbe,
+pub(crate) struct StepEnv<'a> {
+    pub(crate) outbound: &'a dyn Outbound,
+    pub(crate) policy: &'a OutboundPolicy,
+    pub(crate) settings: &'a dyn ToolSettings,
+    pub(crate) cancel: &'a dyn CancelProbe,
     /// Writes one operator log line (JSON; never a secret, header or body).
-    pub log: &'a dyn Fn(&str),
+    pub(crate) log: &'a dyn Fn(&str),
     /// The platform clock, if the runtime lends one (else the step's start
     /// time stands for now).
-    pub clock: Option<&'a dyn Fn() -> Millis>,
+    pub(crate) clock: Option<&'a dyn Fn() -> Millis>,
 }
 
 /// What one step sees, and the capabilities it may use.
