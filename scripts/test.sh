@@ -13,11 +13,13 @@ run() { # name, command...
   local name=$1; shift
   section "$name"
   local log; log=$(mktemp)
+  local t0=$SECONDS
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
+  local took=$((SECONDS - t0))
   local lines
   lines=$(grep -E '^test result:|^conformance:|^store contract:|^wasi component:|passed|failed' "$log" | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e)' || true)
-  summary+=("[$name] exit $rc")
+  summary+=("[$name] exit $rc, ${took} s")
   while IFS= read -r l; do [[ -n $l ]] && summary+=("    $l"); done <<<"$lines"
   rm -f "$log"
   [[ $rc -eq 0 ]] || status=1
@@ -58,5 +60,6 @@ run "workerd e2e" bash scripts/workerd-e2e.sh
 
 section "summary"
 printf '%s\n' "${summary[@]}"
+echo "total: ${SECONDS} s"
 if [[ $status -eq 0 ]]; then echo "ALL TESTS PASSED"; else echo "SOME TESTS FAILED"; fi
 exit $status
