@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used)]
-
 //! The tool through the server, with a fake HTTP client: what a test of
 //! your own tool looks like.
 
