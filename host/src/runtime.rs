@@ -789,3 +789,56 @@ pub fn build_request(
     }
     Ok(builder.body(Full::new(Bytes::from(body)))?)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use http_body_util::Empty;
+
+    fn env(allow: &str) -> Vec<(String, String)> {
+        vec![
+            ("MCP_OUTBOUND_ALLOW".to_owned(), allow.to_owned()),
+            ("OTHER".to_owned(), "http://elsewhere.test".to_owned()),
+        ]
+    }
+
+    #[test]
+    fn the_allow_list_is_read_like_the_core_reads_it() {
+        assert_eq!(
+            allowed_origins(&env(
+                " HTTP://127.0.0.1:9000/x , https://api.test:443, junk"
+            )),
+            ["http://127.0.0.1:9000", "https://api.test"]
+        );
+        assert!(allowed_origins(&[]).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_host_refuses_origins_off_the_list_before_connecting() {
+        let progress = Arc::new(AtomicU64::new(0));
+        let mut hooks = Outgoing {
+            allow: Arc::new(allowed_origins(&env("http://127.0.0.1:9"))),
+            progress: progress.clone(),
+        };
+        for uri in [
+            "http://127.0.0.1:10/x",
+            "https://127.0.0.1:9/",
+            "http://user@127.0.0.1:9/",
+        ] {
+            let body: WasiBody = Empty::<Bytes>::new()
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let request = hyper::Request::get(uri).body(body).unwrap();
+            let sent = Box::into_pin(hooks.send_request(request, None, Box::new(async { Ok(()) })));
+            assert!(
+                matches!(
+                    sent.await,
+                    Err(wasmtime_wasi_http::Error::HttpRequestDenied)
+                ),
+                "{uri}"
+            );
+        }
+        assert_eq!(progress.load(Ordering::Relaxed), 0, "nothing was sent");
+    }
+}
