@@ -96,12 +96,7 @@ fn benches(c: &mut Criterion) {
         .collect(),
     );
     settings.guest_stderr = false;
-    let component = std::env::var_os("COMPONENT_WASM")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm")
-        });
+    let component = runtime::component_path();
     let rt = Runtime::new(&component, store, settings)
         .expect("the release component (cargo build --release --target wasm32-wasip2 -p mcp-tasks-edge-server --features conformance)");
 

@@ -34,12 +34,7 @@ fn main() {
         .collect(),
     );
     settings.guest_stderr = false;
-    let component = std::env::var_os("COMPONENT_WASM")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm")
-        });
+    let component = runtime::component_path();
     let rt = runtime::Runtime::new(&component, store, settings).expect("runtime");
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
     let body = |m: &str, p: serde_json::Value| {

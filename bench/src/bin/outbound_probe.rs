@@ -94,12 +94,7 @@ async fn probe(n: u32, sync: sqlite::Sync, addr: std::net::SocketAddr) -> Durati
     settings.guest_stderr = false;
     let clock = runtime::Clock::manual(T0);
     settings.clock = clock.clone();
-    let component = std::env::var_os("COMPONENT_WASM")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm")
-        });
+    let component = runtime::component_path();
     let rt = runtime::Runtime::new(&component, store, settings).expect("runtime");
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "run_job", "arguments": {"input": "probe"},
