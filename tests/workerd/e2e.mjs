@@ -226,6 +226,18 @@ async function outboundRefused(upstream) {
   });
 }
 
+/// The same tool on a server whose outbound body cap (8 bytes) is below
+/// the API's answers.
+async function outboundCapped(upstream) {
+  await test('run_job on workerd: a response over MCP_OUTBOUND_MAX_BYTES is refused', async () => {
+    const before = upstream.submitKeys().length;
+    const taskId = await startTask('run_job', { input: 'capped' });
+    const t = await waitFor(taskId, (x) => TERMINAL.has(x.status), 'fail', 30_000);
+    check(t.status === 'failed' && /larger than 8 bytes/.test(t.error?.message), `task: ${JSON.stringify(t)}`);
+    check(upstream.submitKeys().length - before === 2, 'one submit per attempt');
+  });
+}
+
 /// The starter crate's own Worker (examples/starter/wrangler.toml), as a
 /// user runs it: its tool checks a URL on 127.0.0.1, advanced by alarms.
 async function starter(upstream) {
@@ -612,6 +624,13 @@ async function main() {
   useServer(new Wrangler({ MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url }));
   await server.start();
   await outboundRefused(upstream);
+  await server.stop();
+  useServer(new Wrangler({
+    MCP_OUTBOUND_ALLOW: upstream.origin, JOB_API_URL: upstream.url, MCP_OUTBOUND_MAX_BYTES: '8',
+    MCP_STEP_MAX_ATTEMPTS: '2', MCP_RETRY_BASE_MS: '200',
+  }));
+  await server.start();
+  await outboundCapped(upstream);
   await server.stop();
   useServer(new Wrangler(
     { MCP_AUTH: 'insecure-local', MCP_INSECURE_PRINCIPAL: 'e2e/starter', MCP_OUTBOUND_ALLOW: upstream.origin },
