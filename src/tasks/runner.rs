@@ -18,7 +18,6 @@
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{TaskError, load, save};
-use crate::crypto::{b64url, hmac_sha256};
 use crate::error::{RpcError, truncate};
 use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
 use crate::protocol::tasks::TaskStatus;
@@ -173,19 +172,7 @@ fn io(e: StoreError) -> TaskError {
     super::store_failed(e)
 }
 
-/// The idempotency key of step `step` of task `id`: the same on every
-/// attempt and every replica (keyed by the shared state secret).
-pub fn idempotency_key(secret: &[u8], id: &str, step: u64) -> String {
-    let tag = hmac_sha256(
-        secret,
-        &[
-            b"mcp-tasks-edge/idempotency/v1",
-            id.as_bytes(),
-            &step.to_be_bytes(),
-        ],
-    );
-    format!("idem_{}", b64url(tag.get(..18).unwrap_or(&tag)))
-}
+pub use crate::tools::idempotency_key;
 
 /// Reads the task to tell a step whether cancellation was requested.
 struct StoreProbe<'a, S: Store> {
@@ -390,7 +377,8 @@ impl<'a, S: Store> Runner<'a, S> {
             state: &r.state,
             answers: &r.answers,
             capabilities: &r.capabilities,
-            idempotency_key: idempotency_key(self.secret, &r.id, r.steps),
+            secret: self.secret,
+            idempotency_key: std::cell::OnceCell::new(),
             env: StepEnv {
                 outbound: self.outbound,
                 policy: self.policy,

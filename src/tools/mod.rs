@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::crypto::{b64url, hmac_sha256};
 use crate::error::RpcError;
 use crate::outbound::{
     LocalFuture, Outbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
@@ -227,7 +228,9 @@ pub struct StepContext<'a> {
     pub(crate) state: &'a Value,
     pub(crate) answers: &'a BTreeMap<String, Value>,
     pub(crate) capabilities: &'a ClientCapabilities,
-    pub(crate) idempotency_key: String,
+    /// Keys the idempotency key, derived on first use.
+    pub(crate) secret: &'a [u8],
+    pub(crate) idempotency_key: std::cell::OnceCell<String>,
     pub(crate) env: StepEnv<'a>,
 }
 
@@ -261,7 +264,8 @@ impl<'a> StepContext<'a> {
     /// A key unique to this task and step number, the same on every attempt
     /// and on every replica: pass it to remote APIs as their idempotency key.
     pub fn idempotency_key(&self) -> &str {
-        &self.idempotency_key
+        self.idempotency_key
+            .get_or_init(|| idempotency_key(self.secret, self.task_id, self.step))
     }
 
     /// The task's arguments, as stored when it was created.
@@ -342,6 +346,20 @@ impl<'a> StepContext<'a> {
             .send(request, self.env.policy.max_response_bytes)
             .await
     }
+}
+
+/// The idempotency key of step `step` of task `id`: the same on every
+/// attempt and every replica (keyed by the shared state secret).
+pub fn idempotency_key(secret: &[u8], id: &str, step: u64) -> String {
+    let tag = hmac_sha256(
+        secret,
+        &[
+            b"mcp-tasks-edge/idempotency/v1",
+            id.as_bytes(),
+            &step.to_be_bytes(),
+        ],
+    );
+    format!("idem_{}", b64url(tag.get(..18).unwrap_or(&tag)))
 }
 
 /// What a step decided.
