@@ -22,6 +22,10 @@ pub fn tools() -> ToolSet {
         Box::new(MissingCapability),
         Box::new(StreamingElicitation),
         Box::new(LoggingTool),
+        Box::new(SimpleText),
+        Box::new(ErrorHandling),
+        Box::new(Elicitation),
+        Box::new(Sampling),
         Box::new(SlowCompute),
         Box::new(FailingJob),
         Box::new(ProtocolErrorJob),
@@ -508,6 +512,174 @@ impl Tool for LoggingTool {
     }
 }
 
+/// `test_simple_text`: one text item.
+struct SimpleText;
+
+impl Tool for SimpleText {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_simple_text",
+            title: None,
+            description: "Answers with one text item.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Result(CallToolResult::text(
+            "This is a simple text response for testing.",
+        )))
+    }
+}
+
+/// `test_error_handling`: a tool-level error (`isError: true`), not a
+/// protocol error.
+struct ErrorHandling;
+
+impl Tool for ErrorHandling {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_error_handling",
+            title: None,
+            description: "Always fails as a tool (isError), never as a protocol error.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Result(CallToolResult::error(
+            "This tool intentionally returns an error for testing",
+        )))
+    }
+}
+
+/// `test_elicitation {message}`: asks the user for a username and an email
+/// (an `input_required` round; a 2025-11-25 client gets the request on the
+/// response stream) and echoes the answer.
+struct Elicitation;
+
+#[derive(Deserialize)]
+struct MessageArgs {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl Tool for Elicitation {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_elicitation",
+            title: None,
+            description: "Asks the user for a username and an email, then echoes the answer.",
+            input_schema: schema(json!({"message": {"type": "string"}}), &[]),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never).with_form_elicitation()
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let a: MessageArgs = call.args("test_elicitation")?;
+        if let (Some(_), Some(answer)) = (call.round_state, call.response("user")) {
+            let text = format!(
+                "User response: action={}, content={}",
+                serde_json::to_value(answer.action)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                answer
+                    .content
+                    .map(|c| Value::Object(c).to_string())
+                    .unwrap_or_else(|| "{}".to_owned())
+            );
+            return Ok(CallPlan::Result(CallToolResult::text(text)));
+        }
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "user".to_owned(),
+            InputRequest::elicit_form(
+                a.message
+                    .unwrap_or_else(|| "Please provide your details.".to_owned()),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "username": {"type": "string", "description": "Your username"},
+                        "email": {"type": "string", "description": "Your email address"}
+                    },
+                    "required": ["username", "email"]
+                }),
+            ),
+        );
+        Ok(CallPlan::InputRequired {
+            requests,
+            round_state: json!({"round": 1}),
+        })
+    }
+}
+
+/// `test_sampling {prompt}`: asks the client's model (`sampling/createMessage`)
+/// and returns its answer.
+struct Sampling;
+
+#[derive(Deserialize)]
+struct PromptArgs {
+    #[serde(default)]
+    prompt: Option<String>,
+}
+
+impl Tool for Sampling {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_sampling",
+            title: None,
+            description: "Asks the client's language model to answer a prompt, and returns the answer.",
+            input_schema: schema(json!({"prompt": {"type": "string"}}), &[]),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never).with_sampling()
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let a: PromptArgs = call.args("test_sampling")?;
+        let answer = call
+            .round_state
+            .and(call.input_responses)
+            .and_then(|r| r.get("llm"));
+        if let Some(answer) = answer {
+            let text = answer
+                .get("content")
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or("(no text)");
+            return Ok(CallPlan::Result(CallToolResult::text(format!(
+                "LLM response: {text}"
+            ))));
+        }
+        let prompt = a.prompt.unwrap_or_else(|| "Say hello.".to_owned());
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "llm".to_owned(),
+            InputRequest {
+                method: "sampling/createMessage".to_owned(),
+                params: json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                    "maxTokens": 100
+                }),
+            },
+        );
+        Ok(CallPlan::InputRequired {
+            requests,
+            round_state: json!({"round": 1}),
+        })
+    }
+}
+
 /// `trap_step`: a poison task for the runner's tests. Every step aborts
 /// (on wasm: traps the instance, like a panic with `panic = "abort"`), so
 /// the task must fail after the maximum number of attempts while other
@@ -549,7 +721,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 17);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

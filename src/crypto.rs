@@ -33,6 +33,12 @@ pub fn hmac_verify(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
     mac_over(key, parts).verify_slice(tag).is_ok()
 }
 
+/// Constant-time check of a tag that is the first `tag.len()` bytes (at
+/// least 16) of [`hmac_sha256`] over `parts`.
+pub fn hmac_verify_truncated(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
+    tag.len() >= 16 && mac_over(key, parts).verify_truncated_left(tag).is_ok()
+}
+
 /// HMAC-SHA-256 over `data` as it is (JWS HS256).
 pub fn hmac_raw(key: &[u8], data: &[u8]) -> [u8; 32] {
     let mut mac = new_mac(key);

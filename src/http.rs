@@ -266,6 +266,9 @@ async fn serve_checked<S: Store>(
     if let Err(why) = crate::limits::check_shape(req.body, &config.limits) {
         return HttpResponse::rejected(400, RpcError::invalid_request(&why));
     }
+    if crate::legacy::claims(req) {
+        return crate::legacy::serve(server, req, ctx).await;
+    }
     let mirror = Mirror {
         enforce: true,
         protocol_version: req.mirrored("mcp-protocol-version"),
@@ -336,47 +339,85 @@ enum StreamState {
     Done,
 }
 
-/// The `subscriptions/listen` response as a pull-based sequence: the
-/// acknowledgement, then task snapshots as they change, then the closing
-/// result. The adapter loops on [`EventStream::next`] until [`Next::End`]
-/// or until the client disconnects (which ends the subscription).
+/// A streamed response, pulled by the adapter: a `subscriptions/listen`
+/// stream, or a 2025-11-25 client's response stream (see
+/// [`crate::legacy`]). The adapter loops on [`EventStream::next`] until
+/// [`Next::End`] or until the client disconnects (which ends the stream).
 #[derive(Debug)]
 pub struct EventStream {
-    /// Boxed: a response that is not a stream stays small.
-    sub: Box<Subscription>,
-    state: StreamState,
-    pending: VecDeque<Vec<u8>>,
-    poll_now: bool,
+    source: Source,
     last_sent: Option<Millis>,
 }
 
+#[derive(Debug)]
+enum Source {
+    Listen(ListenStream),
+    Legacy(Box<crate::legacy::Stream>),
+}
+
 impl EventStream {
+    /// The stream of a `subscriptions/listen` subscription.
     pub fn new(sub: Subscription) -> Self {
         EventStream {
-            sub: Box::new(sub),
-            state: StreamState::Acknowledge,
-            pending: VecDeque::new(),
-            poll_now: true,
+            source: Source::Listen(ListenStream {
+                sub: Box::new(sub),
+                state: StreamState::Acknowledge,
+                pending: VecDeque::new(),
+                poll_now: true,
+            }),
+            last_sent: None,
+        }
+    }
+
+    pub(crate) fn legacy(stream: crate::legacy::Stream) -> Self {
+        EventStream {
+            source: Source::Legacy(Box::new(stream)),
             last_sent: None,
         }
     }
 
     /// Makes the stream end gracefully by `at` at the latest: once `at` has
-    /// passed, the next poll is the last one and the closing result follows.
-    /// Adapters use it to bound what one stream costs (for example the
-    /// subrequests a Worker may make per request).
+    /// passed, the next poll is the last one and the stream's closing
+    /// message follows. Adapters use it to bound what one stream costs (for
+    /// example the subrequests a Worker may make per request).
     pub fn end_by(&mut self, at: Millis) {
-        self.sub.ends_at = self.sub.ends_at.min(at);
+        match &mut self.source {
+            Source::Listen(l) => l.sub.ends_at = l.sub.ends_at.min(at),
+            Source::Legacy(l) => l.end_by(at),
+        }
     }
 
-    pub async fn next<S: Store>(&mut self, store: &S, now: Millis) -> Next {
-        let next = self.advance(store, now).await;
-        if matches!(next, Next::Send(_)) {
-            self.last_sent = Some(now);
+    /// The next thing to do: send a frame, wait, or end.
+    pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
+        let next = match &mut self.source {
+            Source::Listen(l) => l.advance(server.store(), now).await,
+            Source::Legacy(l) => l.advance(server, now).await,
+        };
+        match next {
+            Next::Send(_) => self.last_sent = Some(now),
+            Next::Wait(_) if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) => {
+                self.last_sent = Some(now);
+                return Next::Send(KEEP_ALIVE.to_vec());
+            }
+            _ => {}
         }
         next
     }
+}
 
+/// The `subscriptions/listen` response as a pull-based sequence: the
+/// acknowledgement, then task snapshots as they change, then the closing
+/// result.
+#[derive(Debug)]
+struct ListenStream {
+    /// Boxed: a response that is not a stream stays small.
+    sub: Box<Subscription>,
+    state: StreamState,
+    pending: VecDeque<Vec<u8>>,
+    poll_now: bool,
+}
+
+impl ListenStream {
     async fn advance<S: Store>(&mut self, store: &S, now: Millis) -> Next {
         loop {
             if let Some(frame) = self.pending.pop_front() {
@@ -404,9 +445,6 @@ impl EventStream {
                 }
                 StreamState::Polling => {
                     self.poll_now = true;
-                    if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) {
-                        return Next::Send(KEEP_ALIVE.to_vec());
-                    }
                     return Next::Wait(self.sub.poll_interval_ms);
                 }
                 StreamState::Closing => {

@@ -24,6 +24,7 @@ pub mod demo;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod legacy;
 pub mod limits;
 pub mod mrtr;
 pub mod outbound;

@@ -20,13 +20,14 @@ use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTask
 use crate::protocol::tools::{CallToolParams, ListToolsParams};
 use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
 use crate::store::Store;
+use crate::tasks::record::TaskRecord;
 use crate::tasks::record::complete_result;
 use crate::tasks::runner::{Runner, TickReport};
 use crate::tasks::subscription::{ListenSettings, Subscription};
 use crate::tasks::{NewTask, NewTaskId, TaskError, TaskService};
 use crate::time::Millis;
 use crate::tools::{
-    CallError, CallPlan, TaskSupport, ToolCall, ToolSet, ToolSettings, no_settings,
+    CallError, CallPlan, TaskStart, TaskSupport, Tool, ToolCall, ToolSet, ToolSettings, no_settings,
 };
 
 pub use crate::config::Config;
@@ -598,24 +599,7 @@ impl<S: Store> Server<S> {
         ctx: &RequestContext,
         trace: &mut Trace,
     ) -> Result<Value, RpcError> {
-        let (name, tool) = self.tools.get_named(&p.name).ok_or_else(|| {
-            RpcError::invalid_params(format!("Unknown tool: {}", truncate(&p.name, 64)))
-        })?;
-        trace.tool = Some(name);
-        let needs = tool.requirements();
-        let mut missing = Map::new();
-        if needs.tasks == TaskSupport::Required && !caps.has_tasks() {
-            missing.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
-        }
-        if needs.form_elicitation && !caps.has_form_elicitation() {
-            missing.insert("elicitation".into(), json!({ "form": {} }));
-        }
-        if needs.sampling && caps.sampling.is_none() {
-            missing.insert("sampling".into(), json!({}));
-        }
-        if !missing.is_empty() {
-            return Err(RpcError::missing_capability(Value::Object(missing)));
-        }
+        let (name, tool) = self.tool_for(&p.name, caps, trace)?;
         let arguments = p.arguments.unwrap_or_default();
         let verified = match &p.request_state {
             Some(state) => Some(mrtr::verify(
@@ -674,18 +658,6 @@ impl<S: Store> Server<S> {
                 if !caps.has_tasks() {
                     return Err(RpcError::tasks_extension_required());
                 }
-                let new = NewTask {
-                    owner: &ctx.owner,
-                    tool: name,
-                    arguments,
-                    capabilities: caps.clone(),
-                    state: start.state,
-                    first_step_in_ms: start.first_step_in_ms,
-                    message: start.message,
-                    now: ctx.now,
-                    ttl_ms: self.config.task_ttl_ms,
-                    poll_interval_ms: self.config.poll_interval_ms,
-                };
                 let id = match &verified {
                     Some(v) => NewTaskId::FromRound {
                         secret: &self.config.state_secret,
@@ -693,11 +665,14 @@ impl<S: Store> Server<S> {
                     },
                     None => NewTaskId::Random(self.ids.as_ref()),
                 };
-                let record = TaskService::new(&self.store, &self.server_info)
-                    .start(new, id, self.config.limits.max_outstanding_tasks)
-                    .await
-                    .map_err(|e| trace.task_error(e))?;
-                trace.task_id = Some(record.id.clone());
+                let started = StartTask {
+                    tool: name,
+                    arguments,
+                    capabilities: caps.clone(),
+                    start,
+                    ttl_ms: self.config.task_ttl_ms,
+                };
+                let record = self.start_task(started, id, ctx, trace).await?;
                 let mut wire = record.wire(
                     Some(result_type::TASK),
                     &self.server_info,
@@ -709,6 +684,88 @@ impl<S: Store> Server<S> {
             }
         }
     }
+
+    /// The tool called `name`, once the client's capabilities meet what it
+    /// needs (otherwise -32021 naming what is missing).
+    pub(crate) fn tool_for(
+        &self,
+        name: &str,
+        caps: &ClientCapabilities,
+        trace: &mut Trace,
+    ) -> Result<(&'static str, &dyn Tool), RpcError> {
+        let (name, tool) = self.tools.get_named(name).ok_or_else(|| {
+            RpcError::invalid_params(format!("Unknown tool: {}", truncate(name, 64)))
+        })?;
+        trace.tool = Some(name);
+        let needs = tool.requirements();
+        let mut missing = Map::new();
+        if needs.tasks == TaskSupport::Required && !caps.has_tasks() {
+            missing.insert("extensions".into(), json!({ TASKS_EXTENSION: {} }));
+        }
+        if needs.form_elicitation && !caps.has_form_elicitation() {
+            missing.insert("elicitation".into(), json!({ "form": {} }));
+        }
+        if needs.sampling && caps.sampling.is_none() {
+            missing.insert("sampling".into(), json!({}));
+        }
+        if !missing.is_empty() {
+            return Err(RpcError::missing_capability(Value::Object(missing)));
+        }
+        Ok((name, tool))
+    }
+
+    /// Persists a new task for a tool call (durable before any handle is
+    /// returned), counted against the caller's quota.
+    pub(crate) async fn start_task(
+        &self,
+        started: StartTask,
+        id: NewTaskId<'_>,
+        ctx: &RequestContext,
+        trace: &mut Trace,
+    ) -> Result<TaskRecord, RpcError> {
+        let new = NewTask {
+            owner: &ctx.owner,
+            tool: started.tool,
+            arguments: started.arguments,
+            capabilities: started.capabilities,
+            state: started.start.state,
+            first_step_in_ms: started.start.first_step_in_ms,
+            message: started.start.message,
+            now: ctx.now,
+            ttl_ms: started.ttl_ms,
+            poll_interval_ms: self.config.poll_interval_ms,
+        };
+        let record = TaskService::new(&self.store, &self.server_info)
+            .start(new, id, self.config.limits.max_outstanding_tasks)
+            .await
+            .map_err(|e| trace.task_error(e))?;
+        trace.task_id = Some(record.id.clone());
+        Ok(record)
+    }
+
+    /// The tools this server offers.
+    pub(crate) fn tools(&self) -> &ToolSet {
+        &self.tools
+    }
+
+    /// `{"name", "version"}` of this server.
+    pub(crate) fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// Where random tokens come from.
+    pub(crate) fn ids(&self) -> &dyn IdSource {
+        self.ids.as_ref()
+    }
+}
+
+/// A tool call about to become a task.
+pub(crate) struct StartTask {
+    pub tool: &'static str,
+    pub arguments: Map<String, Value>,
+    pub capabilities: ClientCapabilities,
+    pub start: TaskStart,
+    pub ttl_ms: u64,
 }
 
 /// A `tasks/get` response around a stored snapshot, without parsing it:

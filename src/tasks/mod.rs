@@ -10,6 +10,7 @@ pub mod input;
 pub mod quota;
 pub mod record;
 pub mod runner;
+pub mod scratch;
 pub mod state;
 pub mod subscription;
 
@@ -344,6 +345,24 @@ impl<'a, S: Store> TaskService<'a, S> {
                 Err(TaskError::NoTaskId)
             }
         }
+    }
+
+    /// The method of `owner`'s outstanding input request `key` of task `id`,
+    /// if there is one.
+    pub async fn pending_method(
+        &self,
+        owner: &Owner,
+        id: &str,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<String>, TaskError> {
+        let (_, record) = self.visible(owner, id, now).await?;
+        Ok(match &record.phase {
+            Phase::InputRequired { input_requests } => {
+                input_requests.get(key).map(|r| r.method.clone())
+            }
+            _ => None,
+        })
     }
 
     /// `tasks/update`: records answers to outstanding input requests. Keys

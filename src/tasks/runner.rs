@@ -240,6 +240,18 @@ impl<'a, S: Store> Runner<'a, S> {
     }
 
     async fn advance(&self, key: &str, now: Millis, report: &mut TickReport) {
+        if super::scratch::is_key(key) {
+            // A scratch record comes due when it expires.
+            match self.store.get(key).await {
+                Ok(Some(entry)) => match self.store.delete(key, entry.version).await {
+                    Ok(()) => report.purged += 1,
+                    Err(_) => report.errors += 1,
+                },
+                Ok(None) => {}
+                Err(_) => report.errors += 1,
+            }
+            return;
+        }
         let claim = match self.claim(key, now).await {
             Ok(ClaimOutcome::Claimed(c)) => *c,
             Ok(ClaimOutcome::Purged) => return report.purged += 1,

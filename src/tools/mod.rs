@@ -475,6 +475,11 @@ impl ToolSet {
             .map(|(n, t)| (*n, t.as_ref()))
     }
 
+    /// Every tool, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &dyn Tool> {
+        self.tools.iter().map(|(_, t)| t.as_ref())
+    }
+
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.get_named(name).map(|(_, t)| t)
     }

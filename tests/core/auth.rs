@@ -367,7 +367,7 @@ fn cross_tenant_probe_matrix() {
         let bytes = match r.body {
             HttpBody::Events(mut stream) => {
                 // The acknowledgement names the tasks the caller may follow.
-                match block_on(stream.next(s.store(), T0)) {
+                match block_on(stream.next(&s, T0)) {
                     mcp_tasks_edge::http::Next::Send(b) => b,
                     other => panic!("{other:?}"),
                 }

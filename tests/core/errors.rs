@@ -117,9 +117,15 @@ fn unknown_and_removed_methods_are_404() {
         assert_eq!((status, code(&v)), (404, -32601), "{m}");
         assert_eq!(v["id"], 3);
     }
-    // A legacy initialize has no _meta: still -32601, naming the versions.
-    let legacy = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}});
-    let (status, v) = h.post(&legacy);
+    // `initialize` from a 2026-07-28 client (its _meta and header): still
+    // -32601, naming the versions. (Without them it is a 2025-11-25
+    // client's, which the legacy adapter serves.)
+    let modern = request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}}),
+    );
+    let (status, v) = h.post(&modern);
     assert_eq!((status, code(&v)), (404, -32601));
     assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
 }

@@ -30,7 +30,7 @@ pub fn open(h: &Harness, task_ids: Value) -> (Value, EventStream) {
     let HttpBody::Events(mut stream) = resp.body else {
         panic!("not a stream")
     };
-    let Next::Send(first) = block_on(stream.next(h.store.as_ref(), h.now.get())) else {
+    let Next::Send(first) = block_on(stream.next(&h.server, h.now.get())) else {
         panic!("no acknowledgement")
     };
     (frame_json(&first), stream)
@@ -40,7 +40,7 @@ pub fn open(h: &Harness, task_ids: Value) -> (Value, EventStream) {
 fn drain(h: &Harness, stream: &mut EventStream) -> (Vec<Value>, bool) {
     let mut frames = Vec::new();
     loop {
-        match block_on(stream.next(h.store.as_ref(), h.now.get())) {
+        match block_on(stream.next(&h.server, h.now.get())) {
             Next::Send(b) => frames.push(frame_json(&b)),
             Next::Wait(ms) => {
                 assert!(ms > 0);

@@ -6,6 +6,7 @@
 mod auth;
 mod errors;
 mod fencing;
+mod legacy;
 mod lifecycle;
 mod listen;
 mod model;

@@ -84,7 +84,6 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         body: &body,
     };
     let response = http::handle(&server, &request, started).await;
-    drop(server);
 
     let fills = store.take_fills();
     if !fills.is_empty() {
@@ -109,7 +108,9 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         .with_status(response.status)
         .with_headers(out);
     match response.body {
-        HttpBody::Events(stream) => sse::respond(builder, stream, store, listen_budget, log, mode),
+        HttpBody::Events(stream) => {
+            sse::respond(builder, stream, server, store, listen_budget, log, mode)
+        }
         HttpBody::Bytes(bytes) => {
             console_log!("{}", log.line(now_ms(), mode));
             builder.fixed(bytes)

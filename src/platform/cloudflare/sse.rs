@@ -1,4 +1,5 @@
-//! `subscriptions/listen` as a streamed SSE response: the core's
+//! A streamed SSE response (`subscriptions/listen`, or a 2025-11-25
+//! client's held-open response): the core's
 //! [`EventStream`] is pulled as the client reads, reading the tasks through
 //! the request's store, sleeping with `worker::Delay` between polls.
 //!
@@ -20,11 +21,13 @@ use super::now_ms;
 use super::settings::{RequestLog, StoreMode};
 use super::store::WorkerStore;
 use crate::http::{EventStream, Next};
+use crate::server::Server;
 
 /// A stream's state; its log line is written when it is dropped (the stream
 /// ended, or the client went away).
 struct Listen {
     events: EventStream,
+    server: Server<Rc<WorkerStore>>,
     store: Rc<WorkerStore>,
     budget: u32,
     /// Subrequests the latest poll made.
@@ -47,7 +50,7 @@ impl Listen {
         loop {
             let now = now_ms();
             let before = self.store.subrequests();
-            let next = self.events.next(&self.store, now).await;
+            let next = self.events.next(&self.server, now).await;
             let cost = self.store.subrequests().saturating_sub(before);
             if cost > 0 {
                 self.poll_cost = cost;
@@ -81,6 +84,7 @@ impl Listen {
 pub fn respond(
     builder: ResponseBuilder,
     events: EventStream,
+    server: Server<Rc<WorkerStore>>,
     store: Rc<WorkerStore>,
     budget: u32,
     log: RequestLog,
@@ -88,6 +92,7 @@ pub fn respond(
 ) -> Response {
     let listen = Listen {
         events,
+        server,
         store,
         budget,
         poll_cost: 0,

@@ -138,7 +138,7 @@ fn respond(out: ResponseOutparam, response: HttpResponse, server: Option<&Server
         HttpBody::Events(mut events) => {
             if let Some(server) = server {
                 loop {
-                    match crate::block_on(events.next(server.store(), now_ms())) {
+                    match crate::block_on(events.next(server, now_ms())) {
                         Next::Send(bytes) => {
                             if send(&mut stream, &bytes).is_err() {
                                 break;

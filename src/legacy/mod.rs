@@ -1,0 +1,743 @@
+//! The pinned 2025-11-25 adapter: clients that open with `initialize` (the
+//! TypeScript SDK 1.x and what is built on it, such as the MCP Inspector;
+//! Python `mcp` in legacy mode) reach the same tools, the same store and
+//! the same task services as 2026-07-28 clients.
+//!
+//! Every legacy name and shape lives in this module. The modern path never
+//! learns one: a 2026-07-28 request for `initialize`, `ping`, `tasks/result`
+//! or `tasks/list` still answers -32601.
+//!
+//! # Which path a request takes
+//!
+//! Decided per request, from the request alone ([`claims`]):
+//!
+//! 1. An `MCP-Protocol-Version` header naming any other revision than
+//!    2025-11-25, 2025-06-18 or 2025-03-26 (2026-07-28, or one nobody
+//!    speaks): the modern path, which answers it as it always has.
+//! 2. A body whose `params._meta` carries
+//!    `io.modelcontextprotocol/protocolVersion` (only 2026-07-28 clients
+//!    send it): the modern path, whatever the headers say.
+//! 3. Otherwise legacy if any of: the header names a legacy revision, an
+//!    `Mcp-Session-Id` header is present (only this adapter issues
+//!    sessions), the body is an `initialize` request, or the body is a
+//!    JSON-RPC response (the answer to a request this adapter sent).
+//! 4. Anything else: the modern path.
+//!
+//! # Sessions without server memory
+//!
+//! `initialize` negotiates the revision (the client's if this adapter
+//! speaks it, otherwise the newest) and returns an `Mcp-Session-Id` that is
+//! a signed token ([`session`]): it carries the revision and the client's
+//! declared capabilities, bound to the authenticated principal. Any replica
+//! verifies it; a tampered token, or one presented by another principal,
+//! gets 404. Sessions cannot be ended early (DELETE answers 405) and need
+//! no cleanup. A request without a session is served with no declared
+//! client capabilities.
+//!
+//! # Tasks (2025-11-25, experimental)
+//!
+//! `tools/call` with `params.task` creates the same durable task the modern
+//! path creates (persisted before the answer) and answers a
+//! `CreateTaskResult`. `tasks/get`, `tasks/cancel` answer the task's status
+//! fields, `tasks/list` the caller's tasks (oldest first, opaque cursor),
+//! and `tasks/result` the original `CallToolResult` once the task is
+//! terminal, holding the response open as SSE until then. While the task
+//! waits for input, that stream carries its `elicitation/create` (or other)
+//! requests, with the related-task `_meta`; the client's response, POSTed
+//! to any replica, becomes the task's `tasks/update` ([`input`]). A
+//! `tools/call` of a task tool without `params.task`, or of a tool that
+//! asks for input in rounds, is answered the same way on its own stream.
+//! See [`stream`] for the bound on a held-open response.
+
+pub mod input;
+pub mod session;
+pub mod stream;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::crypto::{b64url, b64url_decode};
+use crate::error::{ErrorCode, RpcError, truncate};
+use crate::http::{EventStream, HttpBody, HttpRequest, HttpResponse};
+use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
+use crate::protocol::meta::ClientCapabilities;
+use crate::protocol::methods;
+use crate::server::{RequestContext, Server, StartTask, Trace};
+use crate::store::Store;
+use crate::tasks::{NewTaskId, TaskService, load_view, quota};
+use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall};
+use input::Round;
+use session::Session;
+use stream::RoundCall;
+pub use stream::Stream;
+
+/// The revisions this adapter speaks, newest first.
+pub const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// The newest revision this adapter speaks.
+const LATEST: &str = "2025-11-25";
+
+/// The first revision with tasks.
+const TASKS_SINCE: &str = "2025-11-25";
+
+const INITIALIZE: &str = "initialize";
+const PING: &str = "ping";
+const TASKS_RESULT: &str = "tasks/result";
+const TASKS_LIST: &str = "tasks/list";
+const SESSION_HEADER: &str = "mcp-session-id";
+/// `_meta` key tying a message to a task.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// The optional status notification on an open stream.
+pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
+
+/// Tasks per `tasks/list` page.
+const PAGE: usize = 50;
+
+/// Whether this request is for the 2025-11-25 adapter (see the module
+/// documentation for the rule).
+pub fn claims(req: &HttpRequest<'_>) -> bool {
+    let header = req.header("mcp-protocol-version").map(str::trim);
+    if header.is_some_and(|v| !VERSIONS.contains(&v)) {
+        return false;
+    }
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow, default)]
+        method: Option<&'a str>,
+        #[serde(default)]
+        params: Option<PeekParams>,
+        #[serde(default)]
+        result: Option<IgnoredAny>,
+        #[serde(default)]
+        error: Option<IgnoredAny>,
+    }
+    #[derive(Deserialize)]
+    struct PeekParams {
+        #[serde(rename = "_meta", default)]
+        meta: Option<PeekMeta>,
+    }
+    #[derive(Deserialize)]
+    struct PeekMeta {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
+        version: Option<IgnoredAny>,
+    }
+    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(req.body) else {
+        // Not a message at all: a legacy client's (by its headers) is
+        // answered in its own terms.
+        return header.is_some() || req.header(SESSION_HEADER).is_some();
+    };
+    let modern_meta = peek
+        .params
+        .and_then(|p| p.meta)
+        .is_some_and(|m| m.version.is_some());
+    if modern_meta {
+        return false;
+    }
+    header.is_some()
+        || req.header(SESSION_HEADER).is_some()
+        || match peek.method {
+            Some(m) => m == INITIALIZE,
+            None => peek.result.is_some() || peek.error.is_some(),
+        }
+}
+
+/// One request as the adapter sees it.
+struct Ctx<'a> {
+    ctx: &'a RequestContext,
+    session: Option<Session>,
+    version: &'static str,
+}
+
+impl Ctx<'_> {
+    fn capabilities(&self) -> ClientCapabilities {
+        self.session
+            .as_ref()
+            .map(|s| s.capabilities.clone())
+            .unwrap_or_else(|| session::capabilities_of(0))
+    }
+}
+
+/// What a legacy request is answered with.
+enum Answer {
+    Json(Vec<u8>),
+    Stream(Stream),
+    /// The `initialize` result and the session to return with it.
+    Initialized(Vec<u8>, String),
+}
+
+/// Serves a request [`claims`] chose, for an authenticated caller.
+pub async fn serve<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    ctx: &RequestContext,
+) -> HttpResponse {
+    let secret = &server.config().state_secret;
+    let session = match req.header(SESSION_HEADER) {
+        Some(token) => match session::verify(secret, &ctx.owner, token.trim()) {
+            Some(s) => Some(s),
+            None => {
+                return HttpResponse::json(
+                    404,
+                    error_bytes(
+                        None,
+                        &RpcError::new(-32001, "Session not found; initialize again."),
+                    ),
+                );
+            }
+        },
+        None => None,
+    };
+    let header = req
+        .header("mcp-protocol-version")
+        .map(str::trim)
+        .and_then(|v| VERSIONS.iter().find(|s| **s == v).copied());
+    let version = header
+        .or(session.as_ref().map(|s| s.version))
+        .unwrap_or("2025-03-26");
+    let lc = Ctx {
+        ctx,
+        session,
+        version,
+    };
+    if let Some(response) = client_response(server, req.body, ctx).await {
+        return response;
+    }
+    let msg = match parse_message(req.body) {
+        Ok(m) => m,
+        Err(e) => return HttpResponse::json(400, error_bytes(e.id.as_ref(), &e.error)),
+    };
+    let Some(id) = msg.id else {
+        // notifications/initialized, notifications/cancelled, ...
+        return accepted();
+    };
+    let raw = msg.params.map_or("{}", RawValue::get);
+    let mut trace = Trace::default();
+    let answer = match dispatch(server, &lc, &id, &msg.method, raw, &mut trace).await {
+        Ok(a) => a,
+        Err(e) => {
+            trace.error = Some(e.code);
+            Answer::Json(error_bytes(Some(&id), &e))
+        }
+    };
+    let mut response = match answer {
+        Answer::Json(body) => HttpResponse::json(200, body),
+        Answer::Initialized(body, token) => {
+            let mut r = HttpResponse::json(200, body);
+            r.headers.push((SESSION_HEADER, token));
+            r
+        }
+        Answer::Stream(stream) => HttpResponse {
+            status: 200,
+            headers: vec![
+                ("content-type", "text/event-stream".to_owned()),
+                ("cache-control", "no-cache".to_owned()),
+                ("x-accel-buffering", "no".to_owned()),
+            ],
+            body: HttpBody::Events(EventStream::legacy(stream)),
+            trace: Trace::default(),
+        },
+    };
+    response.trace = trace;
+    response
+}
+
+fn accepted() -> HttpResponse {
+    HttpResponse {
+        status: 202,
+        headers: Vec::new(),
+        body: HttpBody::Empty,
+        trace: Trace::default(),
+    }
+}
+
+/// A JSON-RPC response from the client (the answer to an input request this
+/// adapter sent): 202 once recorded or ignored, 400 if it cannot be taken.
+async fn client_response<S: Store>(
+    server: &Server<S>,
+    body: &[u8],
+    ctx: &RequestContext,
+) -> Option<HttpResponse> {
+    #[derive(Deserialize)]
+    struct Response<'a> {
+        #[serde(borrow, default)]
+        method: Option<&'a RawValue>,
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        result: Option<Value>,
+        #[serde(default)]
+        error: Option<Value>,
+    }
+    let r: Response<'_> = serde_json::from_slice(body).ok()?;
+    if r.method.is_some() || (r.result.is_none() && r.error.is_none()) {
+        return None;
+    }
+    let refused = |why: &str| {
+        Some(HttpResponse::json(
+            400,
+            error_bytes(None, &RpcError::invalid_request(why)),
+        ))
+    };
+    let Some(Value::String(id)) = r.id else {
+        return refused("This response answers no request of this server.");
+    };
+    let secret = &server.config().state_secret;
+    let Some((target, key)) = input::parse_id(secret, &ctx.owner, &id) else {
+        return refused("This response answers no request of this server.");
+    };
+    let outcome = match (r.result, r.error) {
+        (Some(result), _) => Ok(result),
+        (None, error) => Err(error.unwrap_or(Value::Null)),
+    };
+    match input::deliver(
+        server.store(),
+        server.server_info(),
+        &ctx.owner,
+        &target,
+        &key,
+        outcome,
+        ctx.now,
+    )
+    .await
+    {
+        Ok(()) => Some(accepted()),
+        Err(e) => Some(HttpResponse::json(
+            e.http_status().max(400),
+            error_bytes(None, &e),
+        )),
+    }
+}
+
+async fn dispatch<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    id: &Id,
+    method: &str,
+    raw: &str,
+    trace: &mut Trace,
+) -> Result<Answer, RpcError> {
+    let json = |v: &Value| Ok(Answer::Json(result_bytes(id, v)));
+    match method {
+        INITIALIZE => initialize(server, lc, id, raw),
+        PING => json(&json!({})),
+        methods::TOOLS_LIST => json(&tools_list(server, raw)?),
+        methods::TOOLS_CALL => tools_call(server, lc, id, raw, trace).await,
+        methods::TASKS_GET => {
+            let p: TaskParams = params(raw, method)?;
+            let task = own_task(server, lc, &p.task_id).await?;
+            trace.task_id = Some(p.task_id);
+            json(&task_object(&task))
+        }
+        methods::TASKS_CANCEL => {
+            let p: TaskParams = params(raw, method)?;
+            let service = TaskService::new(server.store(), server.server_info());
+            let before = own_task(server, lc, &p.task_id).await?;
+            if is_terminal(&before) {
+                return Err(RpcError::invalid_params(format!(
+                    "Cannot cancel task: it is already {}.",
+                    before
+                        .get("status")
+                        .and_then(Value::as_str)
+                        .unwrap_or("finished")
+                )));
+            }
+            service
+                .cancel(&lc.ctx.owner, &p.task_id, lc.ctx.now)
+                .await
+                .map_err(|e| trace_task_error(trace, e))?;
+            let after = own_task(server, lc, &p.task_id).await?;
+            trace.task_id = Some(p.task_id);
+            json(&task_object(&after))
+        }
+        TASKS_RESULT => {
+            let p: TaskParams = params(raw, method)?;
+            let task = own_task(server, lc, &p.task_id).await?;
+            trace.task_id = Some(p.task_id.clone());
+            if is_terminal(&task) {
+                return Ok(Answer::Json(stream::final_response(
+                    id,
+                    &task,
+                    Some(&p.task_id),
+                )));
+            }
+            Ok(Answer::Stream(hold(server, lc, id, p.task_id, true)))
+        }
+        TASKS_LIST => json(&tasks_list(server, lc, raw).await?),
+        _ => Err(RpcError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", truncate(method, 64)),
+        )),
+    }
+}
+
+fn trace_task_error(trace: &mut Trace, e: crate::tasks::TaskError) -> RpcError {
+    if let Some(detail) = e.log_detail() {
+        trace.detail = Some(detail.to_owned());
+    }
+    e.into()
+}
+
+fn params<T: serde::de::DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
+    serde_json::from_str(raw).map_err(|e| {
+        RpcError::invalid_params(format!(
+            "Invalid params for {method}: {}.",
+            truncate(&e.to_string(), 200)
+        ))
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskParams {
+    task_id: String,
+}
+
+fn initialize<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    id: &Id,
+    raw: &str,
+) -> Result<Answer, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        protocol_version: String,
+        #[serde(default)]
+        capabilities: Value,
+    }
+    let p: Params = params(raw, INITIALIZE)?;
+    let version = VERSIONS
+        .iter()
+        .find(|v| **v == p.protocol_version)
+        .copied()
+        .unwrap_or(LATEST);
+    let config = server.config();
+    let mut capabilities = json!({ "tools": { "listChanged": false } });
+    if version >= TASKS_SINCE
+        && let Value::Object(map) = &mut capabilities
+    {
+        map.insert(
+            "tasks".to_owned(),
+            json!({ "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } }),
+        );
+    }
+    let mut result = json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": server.server_info(),
+    });
+    if let (Some(text), Value::Object(map)) = (&config.instructions, &mut result) {
+        map.insert("instructions".into(), Value::from(text.as_str()));
+    }
+    let token = session::issue(
+        &config.state_secret,
+        server.ids(),
+        &lc.ctx.owner,
+        version,
+        &p.capabilities,
+    )?;
+    Ok(Answer::Initialized(result_bytes(id, &result), token))
+}
+
+fn tools_list<S: Store>(server: &Server<S>, raw: &str) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(default)]
+        cursor: Option<String>,
+    }
+    let p: Params = params(raw, methods::TOOLS_LIST)?;
+    if p.cursor.is_some() {
+        return Err(RpcError::invalid_params(
+            "Invalid cursor: this list has a single page.",
+        ));
+    }
+    let tools: Vec<Value> = server
+        .tools()
+        .iter()
+        .map(|tool| {
+            let mut v = serde_json::to_value(tool.descriptor()).unwrap_or(Value::Null);
+            let support = match tool.requirements().tasks {
+                TaskSupport::Never => "forbidden",
+                TaskSupport::Optional => "optional",
+                TaskSupport::Required => "required",
+            };
+            if let Value::Object(map) = &mut v {
+                map.insert("execution".into(), json!({ "taskSupport": support }));
+            }
+            v
+        })
+        .collect();
+    Ok(json!({ "tools": tools }))
+}
+
+async fn tools_call<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    id: &Id,
+    raw: &str,
+    trace: &mut Trace,
+) -> Result<Answer, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        name: String,
+        #[serde(default)]
+        arguments: Option<Map<String, Value>>,
+        #[serde(default)]
+        task: Option<TaskHint>,
+    }
+    #[derive(Deserialize)]
+    struct TaskHint {
+        #[serde(default)]
+        ttl: Option<u64>,
+    }
+    let p: Params = params(raw, methods::TOOLS_CALL)?;
+    let caps = lc.capabilities();
+    let support = server
+        .tools()
+        .get(&p.name)
+        .map_or(TaskSupport::Never, |t| t.requirements().tasks);
+    let as_task = p.task.is_some() && support != TaskSupport::Never && lc.version >= TASKS_SINCE;
+    if support == TaskSupport::Required && !as_task {
+        return Err(RpcError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "This tool runs only as a task (its taskSupport is \"required\"): call it with params.task.",
+        ));
+    }
+    let (name, tool) = server.tool_for(&p.name, &caps, trace)?;
+    let config = server.config();
+    let arguments = p.arguments.unwrap_or_default();
+    let plan = tool.call(&ToolCall {
+        arguments: &arguments,
+        capabilities: &caps,
+        input_responses: None,
+        round_state: None,
+        now: lc.ctx.now,
+    });
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(CallError::InvalidArguments(why)) => {
+            return Ok(Answer::Json(result_bytes(
+                id,
+                &crate::protocol::tools::CallToolResult::error(why),
+            )));
+        }
+        Err(CallError::Rpc(e)) => return Err(e),
+    };
+    let ends_at = lc.ctx.now.saturating_add(config.listen_max_ms as i64);
+    match plan {
+        CallPlan::Result(result) => Ok(Answer::Json(result_bytes(id, &result))),
+        CallPlan::InputRequired {
+            requests,
+            round_state,
+        } => {
+            let expires_at = lc
+                .ctx
+                .now
+                .saturating_add(config.request_state_ttl_ms as i64);
+            let round = Round {
+                owner: lc.ctx.owner.clone(),
+                expires_at,
+                requests: requests.clone(),
+                answers: Default::default(),
+            };
+            let key = Round::create(server.store(), server.ids(), &round).await?;
+            let call = RoundCall {
+                key,
+                tool: name,
+                arguments,
+                capabilities: caps,
+                round_state,
+            };
+            Ok(Answer::Stream(Stream::round(
+                &config.state_secret,
+                id.clone(),
+                lc.ctx.owner.clone(),
+                call,
+                &requests,
+                ends_at,
+                config.listen_poll_ms,
+            )))
+        }
+        CallPlan::Task(start) => {
+            let ttl_ms = p
+                .task
+                .as_ref()
+                .and_then(|t| t.ttl)
+                .map_or(config.task_ttl_ms, |t| t.clamp(1_000, config.task_ttl_ms));
+            let started = StartTask {
+                tool: name,
+                arguments,
+                capabilities: caps,
+                start,
+                ttl_ms,
+            };
+            let record = server
+                .start_task(started, NewTaskId::Random(server.ids()), lc.ctx, trace)
+                .await?;
+            if as_task {
+                let snapshot = serde_json::to_value(record.wire(None, server.server_info(), None))
+                    .unwrap_or(Value::Null);
+                return Ok(Answer::Json(result_bytes(
+                    id,
+                    &json!({ "task": task_object(&snapshot) }),
+                )));
+            }
+            Ok(Answer::Stream(hold(server, lc, id, record.id, false)))
+        }
+    }
+}
+
+/// A stream that answers request `id` when task `task_id` ends.
+fn hold<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    id: &Id,
+    task_id: String,
+    related: bool,
+) -> Stream {
+    let config = server.config();
+    Stream::task(
+        id.clone(),
+        lc.ctx.owner.clone(),
+        task_id,
+        related,
+        lc.ctx.now.saturating_add(config.listen_max_ms as i64),
+        config.listen_poll_ms,
+    )
+}
+
+/// The caller's task as its stored snapshot; the one not-found error
+/// otherwise (a foreign task is indistinguishable from an unknown one).
+async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Result<Value, RpcError> {
+    let view = load_view(
+        server.store(),
+        id,
+        &lc.ctx.owner,
+        lc.ctx.now,
+        server.server_info(),
+    )
+    .await?
+    .ok_or_else(RpcError::task_not_found)?;
+    serde_json::from_str(&view.snapshot)
+        .map_err(|_| RpcError::internal("Internal error: a task could not be read."))
+}
+
+fn is_terminal(snapshot: &Value) -> bool {
+    matches!(
+        snapshot.get("status").and_then(Value::as_str),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
+/// A task in 2025-11-25 shape, from the stored (2026-07-28) snapshot.
+pub fn task_object(snapshot: &Value) -> Value {
+    let mut task = Map::new();
+    for (from, to) in [
+        ("taskId", "taskId"),
+        ("status", "status"),
+        ("statusMessage", "statusMessage"),
+        ("createdAt", "createdAt"),
+        ("lastUpdatedAt", "lastUpdatedAt"),
+        ("ttlMs", "ttl"),
+        ("pollIntervalMs", "pollInterval"),
+    ] {
+        if let Some(v) = snapshot.get(from) {
+            task.insert(to.to_owned(), v.clone());
+        }
+    }
+    Value::Object(task)
+}
+
+/// `tasks/list`: the caller's tasks, oldest first, [`PAGE`] at a time.
+/// The cursor is opaque to the client (the position after the last task
+/// of the previous page).
+async fn tasks_list<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    raw: &str,
+) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(default)]
+        cursor: Option<String>,
+    }
+    let p: Params = params(raw, TASKS_LIST)?;
+    let after = match &p.cursor {
+        None => None,
+        Some(c) => Some(decode_cursor(c).ok_or_else(|| {
+            RpcError::invalid_params("Invalid cursor: it was not issued by this server.")
+        })?),
+    };
+    let mut listed = quota::listed(server.store(), &lc.ctx.owner, lc.ctx.now).await?;
+    listed.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    let start = match &after {
+        None => 0,
+        Some((exp, id)) => listed.partition_point(|(i, e)| (*e, i) <= (*exp, id)),
+    };
+    let mut tasks = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    for (task_id, exp) in listed.iter().skip(start) {
+        if tasks.len() == PAGE {
+            more = true;
+            break;
+        }
+        last = Some((*exp, task_id.clone()));
+        if let Some(view) = load_view(
+            server.store(),
+            task_id,
+            &lc.ctx.owner,
+            lc.ctx.now,
+            server.server_info(),
+        )
+        .await?
+        {
+            let snapshot: Value = serde_json::from_str(&view.snapshot).unwrap_or(Value::Null);
+            tasks.push(task_object(&snapshot));
+        }
+    }
+    let mut result = json!({ "tasks": tasks });
+    if more && let (Some((exp, id)), Value::Object(map)) = (last, &mut result) {
+        map.insert("nextCursor".into(), Value::from(encode_cursor(exp, &id)));
+    }
+    Ok(result)
+}
+
+fn encode_cursor(expires_at: i64, id: &str) -> String {
+    b64url(format!("{expires_at}:{id}").as_bytes())
+}
+
+fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
+    let text = String::from_utf8(b64url_decode(cursor)?).ok()?;
+    let (exp, id) = text.split_once(':')?;
+    Some((exp.parse().ok()?, id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_junk() {
+        let c = encode_cursor(1_700_000_000_000, "tsk_abc");
+        assert_eq!(
+            decode_cursor(&c),
+            Some((1_700_000_000_000, "tsk_abc".to_owned()))
+        );
+        assert_eq!(decode_cursor("!!"), None);
+        assert_eq!(decode_cursor(&b64url(b"nocolon")), None);
+    }
+
+    #[test]
+    fn task_object_renames_the_modern_fields() {
+        let snap = json!({"taskId": "t", "status": "working", "createdAt": "a",
+            "lastUpdatedAt": "b", "ttlMs": 5, "pollIntervalMs": 7, "inputRequests": {}});
+        assert_eq!(
+            task_object(&snap),
+            json!({"taskId": "t", "status": "working", "createdAt": "a",
+                "lastUpdatedAt": "b", "ttl": 5, "pollInterval": 7})
+        );
+    }
+}

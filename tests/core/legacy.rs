@@ -1,0 +1,427 @@
+//! The 2025-11-25 adapter through the core's HTTP function: initialize and
+//! sessions, tools, experimental tasks with input over `tasks/result`, the
+//! answer routing, listing, and the rule that keeps modern requests modern.
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::http::{EventStream, HttpBody, HttpResponse, Next};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, body_json, owner};
+
+const V: &str = "2025-11-25";
+
+/// A 2025-11-25 client over one harness: its session and next request id.
+struct Legacy<'a> {
+    h: &'a Harness,
+    session: Option<String>,
+    next: i64,
+}
+
+impl<'a> Legacy<'a> {
+    fn connect(h: &'a Harness, capabilities: Value) -> Self {
+        let mut c = Legacy {
+            h,
+            session: None,
+            next: 1,
+        };
+        let r = c.raw(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": V, "capabilities": capabilities,
+                "clientInfo": {"name": "legacy-test", "version": "1"}}}),
+            false,
+        );
+        assert_eq!(r.status, 200);
+        let v = body_json(&r);
+        assert_eq!(v["result"]["protocolVersion"], V, "{v}");
+        c.session = Some(r.header("mcp-session-id").expect("a session").to_owned());
+        let r = c.raw(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            true,
+        );
+        assert_eq!(r.status, 202);
+        c
+    }
+
+    fn raw(&self, msg: &Value, with_headers: bool) -> HttpResponse {
+        let mut headers = vec![("content-type", "application/json")];
+        if with_headers {
+            headers.push(("mcp-protocol-version", V));
+            if let Some(s) = &self.session {
+                headers.push(("mcp-session-id", s.as_str()));
+            }
+        }
+        self.h.post_raw(&headers, &serde_json::to_vec(msg).unwrap())
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> HttpResponse {
+        let id = self.next;
+        self.next += 1;
+        self.raw(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            true,
+        )
+    }
+
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let r = self.send(method, params);
+        assert_eq!(r.status, 200);
+        let v = body_json(&r);
+        assert!(v.get("error").is_none(), "{method}: {v}");
+        v["result"].clone()
+    }
+}
+
+/// Every frame the stream has now (until it waits or ends).
+fn drain(h: &Harness, stream: &mut EventStream) -> (Vec<Value>, bool) {
+    let mut frames = Vec::new();
+    loop {
+        match block_on(stream.next(&h.server, h.now.get())) {
+            Next::Send(b) => {
+                let text = String::from_utf8(b).unwrap();
+                if let Some(data) = text.strip_prefix("data: ") {
+                    frames.push(serde_json::from_str(data.trim()).unwrap());
+                }
+            }
+            Next::Wait(_) => return (frames, false),
+            Next::End => return (frames, true),
+        }
+    }
+}
+
+fn stream_of(r: HttpResponse) -> EventStream {
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    match r.body {
+        HttpBody::Events(s) => s,
+        _ => panic!("not a stream"),
+    }
+}
+
+#[test]
+fn initialize_negotiates_and_issues_a_bound_session() {
+    let h = Harness::new();
+    for (asked, got) in [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2025-11-25"),
+    ] {
+        let r = h.post_raw(
+            &[("content-type", "application/json")],
+            &serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": asked, "capabilities": {},
+                "clientInfo": {"name": "x", "version": "1"}}}))
+            .unwrap(),
+        );
+        let v = body_json(&r);
+        assert_eq!(v["result"]["protocolVersion"], got, "{asked}");
+        assert_eq!(v["result"]["serverInfo"]["name"], "mcp-tasks-edge");
+        let tasks = &v["result"]["capabilities"]["tasks"];
+        assert_eq!(
+            tasks.is_object(),
+            got == "2025-11-25",
+            "tasks only from 2025-11-25: {v}"
+        );
+        if got == "2025-11-25" {
+            assert_eq!(
+                *tasks,
+                json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
+            );
+        }
+        let session = r.header("mcp-session-id").unwrap();
+        assert!(session.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    }
+
+    let c = Legacy::connect(&h, json!({}));
+    let mut c2 = Legacy {
+        h: &h,
+        session: c.session.clone(),
+        next: 1,
+    };
+    assert_eq!(c2.send("ping", json!({})).status, 200);
+    assert_eq!(body_json(&c2.send("ping", json!({})))["result"], json!({}));
+
+    // Tampered, or presented by another principal: 404.
+    let mut tampered = c.session.clone().unwrap();
+    tampered.push('x');
+    c2.session = Some(tampered);
+    assert_eq!(c2.send("ping", json!({})).status, 404);
+    let bob = Harness::new().owned_by(owner("acme", "bob"));
+    let c3 = Legacy {
+        h: &bob,
+        session: c.session.clone(),
+        next: 1,
+    };
+    let r = c3.raw(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}), true);
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn tools_list_and_synchronous_calls() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let tools = c.ok("tools/list", json!({}));
+    let support = |name: &str| {
+        tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["execution"]["taskSupport"].clone())
+            .unwrap()
+    };
+    assert_eq!(support("greet"), "forbidden");
+    assert_eq!(support("slow_compute"), "optional");
+    assert_eq!(support("generate_report"), "required");
+
+    let r = c.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    );
+    assert_eq!(r["content"][0]["text"], "Hello, Ada!");
+    assert!(r.get("resultType").is_none(), "no 2026-07-28 members: {r}");
+    let r = c.ok("tools/call", json!({"name": "test_error_handling"}));
+    assert_eq!(r["isError"], true);
+
+    // A task-required tool called without a task: -32601, as the spec says.
+    let v = body_json(&c.send(
+        "tools/call",
+        json!({"name": "generate_report", "arguments": {"size": "small"}}),
+    ));
+    assert_eq!(v["error"]["code"], -32601);
+}
+
+#[test]
+fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({"elicitation": {"form": {}}}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "generate_report", "arguments": {"size": "small"}, "task": {"ttl": 600000}}),
+    );
+    let task = &created["task"];
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(task["status"], "working");
+    assert_eq!(
+        task["ttl"], 600000,
+        "the requested ttl, within the server's"
+    );
+    assert!(task["pollInterval"].is_u64() && task["createdAt"].is_string());
+
+    // Durable before the answer: a modern read sees it too.
+    assert_eq!(h.status(&id), "working");
+
+    // The result is held open; the step asks for approval on it.
+    let mut stream = stream_of(c.send("tasks/result", json!({"taskId": id})));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(
+        !ended && frames.iter().all(|f| f.get("id").is_none()),
+        "{frames:?}"
+    );
+    h.advance(60_000);
+    h.tick();
+    assert_eq!(
+        c.ok("tasks/get", json!({"taskId": id}))["status"],
+        "input_required"
+    );
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    let request = frames
+        .iter()
+        .find(|f| f["method"] == "elicitation/create")
+        .unwrap_or_else(|| panic!("{frames:?}"));
+    assert_eq!(
+        request["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+    let rid = request["id"].as_str().unwrap().to_owned();
+
+    // Asked once per stream.
+    assert!(
+        drain(&h, &mut stream)
+            .0
+            .iter()
+            .all(|f| f.get("id").is_none())
+    );
+
+    // Forged and foreign answers are refused; nothing changes.
+    let answer = |rid: &str| json!({"jsonrpc": "2.0", "id": rid, "result": {"action": "accept", "content": {"approved": true}}});
+    let forged = rid.replacen(".t.", ".r.", 1);
+    assert_eq!(c.raw(&answer(&forged), true).status, 400);
+    assert_eq!(c.raw(&answer("7"), true).status, 400);
+    let bob = Harness::over(h.store.clone(), 2).owned_by(owner("acme", "bob"));
+    let bob_post = bob.post_raw(
+        &[
+            ("content-type", "application/json"),
+            ("mcp-protocol-version", V),
+        ],
+        &serde_json::to_vec(&answer(&rid)).unwrap(),
+    );
+    assert_eq!(bob_post.status, 400);
+    assert_eq!(h.status(&id), "input_required");
+
+    // The real answer: 202, and the task moves on.
+    assert_eq!(c.raw(&answer(&rid), true).status, 202);
+    assert_eq!(h.status(&id), "working");
+    // A replay is ignored, as tasks/update ignores a key already answered.
+    assert_eq!(c.raw(&answer(&rid), true).status, 202);
+    h.tick();
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let last = frames.last().unwrap();
+    assert_eq!(last["id"], 2, "the tasks/result request's id");
+    assert_eq!(
+        last["result"]["content"][0]["text"],
+        "Generated small report with approved outline."
+    );
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+
+    // Once terminal, tasks/result answers at once.
+    let r = c.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(r["structuredContent"]["approved"], true);
+    // Cancelling a finished task is refused.
+    let v = body_json(&c.send("tasks/cancel", json!({"taskId": id})));
+    assert_eq!(v["error"]["code"], -32602);
+}
+
+#[test]
+fn a_synchronous_call_asks_for_input_on_its_own_stream() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({"elicitation": {}, "sampling": {}}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "test_elicitation", "arguments": {"message": "Who are you?"}}),
+    ));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    let request = &frames[0];
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "Who are you?");
+    let rid = request["id"].as_str().unwrap();
+    let bad = json!({"jsonrpc": "2.0", "id": rid, "result": {"action": "accept", "content": {"username": 5}}});
+    assert_eq!(
+        c.raw(&bad, true).status,
+        400,
+        "validated as tasks/update would"
+    );
+    let good = json!({"jsonrpc": "2.0", "id": rid, "result": {"action": "accept",
+        "content": {"username": "ada", "email": "ada@example.com"}}});
+    assert_eq!(c.raw(&good, true).status, 202);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let text = frames.last().unwrap()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("ada@example.com"), "{text}");
+
+    // Sampling the same way; the pending round left nothing behind.
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "test_sampling", "arguments": {"prompt": "2+2?"}}),
+    ));
+    let (frames, _) = drain(&h, &mut stream);
+    assert_eq!(frames[0]["method"], "sampling/createMessage");
+    assert_eq!(frames[0]["params"]["maxTokens"], 100);
+    let rid = frames[0]["id"].as_str().unwrap();
+    let answer = json!({"jsonrpc": "2.0", "id": rid, "result": {"role": "assistant",
+        "content": {"type": "text", "text": "4"}, "model": "m", "stopReason": "endTurn"}});
+    assert_eq!(c.raw(&answer, true).status, 202);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    assert_eq!(
+        frames.last().unwrap()["result"]["content"][0]["text"],
+        "LLM response: 4"
+    );
+}
+
+#[test]
+fn an_unanswered_round_expires_and_is_purged() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({"elicitation": {}}));
+    let mut stream = stream_of(c.send("tools/call", json!({"name": "test_elicitation"})));
+    let _ = drain(&h, &mut stream);
+    drop(stream);
+    h.advance(24 * 3_600_000);
+    let report = h.tick();
+    assert_eq!(report.purged, 1, "{report:?}");
+    assert_eq!(
+        block_on(mcp_tasks_edge::store::Store::next_due(h.store.as_ref())).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn tasks_list_pages_the_callers_tasks_only() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let mut ids = Vec::new();
+    for _ in 0..55 {
+        let r = c.ok(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "x"}, "task": {}}),
+        );
+        ids.push(r["task"]["taskId"].as_str().unwrap().to_owned());
+        h.advance(1);
+    }
+    // Another principal's task is never listed.
+    let bob = Harness::over(h.store.clone(), 2).owned_by(owner("acme", "bob"));
+    let foreign = bob.start("slow_compute", json!({"seconds": 60}));
+
+    let first = c.ok("tasks/list", json!({}));
+    let page: Vec<_> = first["tasks"].as_array().unwrap().clone();
+    assert_eq!(page.len(), 50);
+    let cursor = first["nextCursor"].as_str().unwrap().to_owned();
+    let second = c.ok("tasks/list", json!({"cursor": cursor}));
+    assert!(second.get("nextCursor").is_none());
+    let listed: Vec<String> = page
+        .iter()
+        .chain(second["tasks"].as_array().unwrap())
+        .map(|t| t["taskId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, ids, "oldest first, each once");
+    assert!(!listed.contains(&foreign));
+    let v = body_json(&c.send("tasks/list", json!({"cursor": "!!"})));
+    assert_eq!(v["error"]["code"], -32602);
+
+    // Foreign ids read like unknown ones everywhere.
+    for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let a = body_json(&c.send(m, json!({"taskId": foreign})));
+        let b = body_json(&c.send(m, json!({"taskId": "tsk_nope"})));
+        assert_eq!(a["error"], b["error"], "{m}");
+        assert_eq!(a["error"]["code"], -32602, "{m}");
+    }
+
+    // Cancel answers the task's status fields.
+    let r = c.ok("tasks/cancel", json!({"taskId": ids[0]}));
+    assert_eq!(r["taskId"], ids[0].as_str());
+    assert_eq!(r["status"], "cancelled");
+}
+
+#[test]
+fn modern_requests_never_reach_the_adapter() {
+    let h = Harness::new();
+    // With the modern header, or the modern _meta: -32601 as before.
+    for m in ["initialize", "ping", "tasks/result", "tasks/list"] {
+        let (status, v) = h.send(m, json!({}));
+        assert_eq!(
+            (status, v["error"]["code"].as_i64()),
+            (404, Some(-32601)),
+            "{m}"
+        );
+    }
+    // A legacy header with a modern body is the modern path's to judge.
+    let mut msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
+    let r = h.post_raw(
+        &[
+            ("content-type", "application/json"),
+            ("mcp-protocol-version", V),
+            ("mcp-method", "tools/list"),
+        ],
+        &serde_json::to_vec(&msg).unwrap(),
+    );
+    assert_eq!(body_json(&r)["error"]["code"], -32020);
+}
