@@ -26,6 +26,7 @@ pub fn tools() -> ToolSet {
         Box::new(ErrorHandling),
         Box::new(Elicitation),
         Box::new(Sampling),
+        Box::new(WithProgress),
         Box::new(SlowCompute),
         Box::new(FailingJob),
         Box::new(ProtocolErrorJob),
@@ -680,6 +681,33 @@ impl Tool for Sampling {
     }
 }
 
+/// `test_tool_with_progress`: reports progress at 0, 50 and 100 of 100
+/// while it computes.
+struct WithProgress;
+
+impl Tool for WithProgress {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_tool_with_progress",
+            title: None,
+            description: "Reports progress three times (0, 50, 100 of 100), then answers.",
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        for (done, message) in [(0.0, "Starting"), (50.0, "Halfway"), (100.0, "Done")] {
+            call.report_progress(done, Some(100.0), Some(message));
+        }
+        Ok(CallPlan::Result(CallToolResult::text(
+            "Progress reported: 0, 50, 100 of 100.",
+        )))
+    }
+}
+
 /// `trap_step`: a poison task for the runner's tests. Every step aborts
 /// (on wasm: traps the instance, like a panic with `panic = "abort"`), so
 /// the task must fail after the maximum number of attempts while other
@@ -721,7 +749,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 17);
+        assert_eq!(names.len(), 18);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

@@ -618,6 +618,7 @@ impl<S: Store> Server<S> {
             input_responses: verified.as_ref().and(p.input_responses.as_ref()),
             round_state: verified.as_ref().map(|v| &v.data),
             now: ctx.now,
+            progress: None,
         };
         let plan = match tool.call(&call) {
             Ok(plan) => plan,

@@ -61,13 +61,13 @@ use serde_json::{Map, Value, json};
 use crate::crypto::{b64url, b64url_decode};
 use crate::error::{ErrorCode, RpcError, truncate};
 use crate::http::{EventStream, HttpBody, HttpRequest, HttpResponse};
-use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
+use crate::protocol::jsonrpc::{Id, error_bytes, notification_bytes, parse_message, result_bytes};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::methods;
 use crate::server::{RequestContext, Server, StartTask, Trace};
 use crate::store::Store;
 use crate::tasks::{NewTaskId, TaskService, load_view, quota};
-use crate::tools::{CallError, CallPlan, TaskSupport, ToolCall};
+use crate::tools::{CallError, CallPlan, Progress, TaskSupport, ToolCall};
 use input::Round;
 use session::Session;
 use stream::RoundCall;
@@ -91,6 +91,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The optional status notification on an open stream.
 pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
+
+/// Progress of a request that sent a `progressToken`.
+const PROGRESS_NOTIFICATION: &str = "notifications/progress";
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
@@ -486,6 +489,13 @@ async fn tools_call<S: Store>(
         arguments: Option<Map<String, Value>>,
         #[serde(default)]
         task: Option<TaskHint>,
+        #[serde(rename = "_meta", default)]
+        meta: Option<CallMeta>,
+    }
+    #[derive(Deserialize)]
+    struct CallMeta {
+        #[serde(rename = "progressToken", default)]
+        progress_token: Option<Value>,
     }
     #[derive(Deserialize)]
     struct TaskHint {
@@ -508,13 +518,20 @@ async fn tools_call<S: Store>(
     let (name, tool) = server.tool_for(&p.name, &caps, trace)?;
     let config = server.config();
     let arguments = p.arguments.unwrap_or_default();
+    let token = p
+        .meta
+        .and_then(|m| m.progress_token)
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
+    let progress = Progress::default();
     let plan = tool.call(&ToolCall {
         arguments: &arguments,
         capabilities: &caps,
         input_responses: None,
         round_state: None,
         now: lc.ctx.now,
+        progress: token.is_some().then_some(&progress),
     });
+    let reports = progress.take();
     let plan = match plan {
         Ok(plan) => plan,
         Err(CallError::InvalidArguments(why)) => {
@@ -527,7 +544,27 @@ async fn tools_call<S: Store>(
     };
     let ends_at = lc.ctx.now.saturating_add(config.listen_max_ms as i64);
     match plan {
-        CallPlan::Result(result) => Ok(Answer::Json(result_bytes(id, &result))),
+        CallPlan::Result(result) => match token {
+            Some(token) if !reports.is_empty() => {
+                let mut frames: Vec<Vec<u8>> = reports
+                    .into_iter()
+                    .map(|r| {
+                        let mut params = serde_json::to_value(r).unwrap_or(Value::Null);
+                        if let Value::Object(map) = &mut params {
+                            map.insert("progressToken".into(), token.clone());
+                        }
+                        notification_bytes(PROGRESS_NOTIFICATION, &params)
+                    })
+                    .collect();
+                frames.push(result_bytes(id, &result));
+                Ok(Answer::Stream(Stream::frames(
+                    id.clone(),
+                    lc.ctx.owner.clone(),
+                    frames,
+                )))
+            }
+            _ => Ok(Answer::Json(result_bytes(id, &result))),
+        },
         CallPlan::InputRequired {
             requests,
             round_state,

@@ -98,12 +98,63 @@ pub struct ToolCall<'a> {
     /// The tool's data from that round's verified `requestState`.
     pub round_state: Option<&'a Value>,
     pub now: Millis,
+    /// Where [`ToolCall::report_progress`] goes: present when the client
+    /// asked for progress (sent a `progressToken`).
+    pub progress: Option<&'a Progress>,
+}
+
+/// Progress a synchronous call reports while it computes. The server sends
+/// each report as a `notifications/progress` on the response stream, before
+/// the result, to a client that sent a `progressToken`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    reports: std::cell::RefCell<Vec<ProgressReport>>,
+}
+
+/// One progress report: `progress` out of `total` (if known).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ProgressReport {
+    pub progress: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Progress {
+    /// The reports so far, in order; the log is left empty.
+    pub fn take(&self) -> Vec<ProgressReport> {
+        self.reports.take()
+    }
 }
 
 impl ToolCall<'_> {
     /// Deserialises the arguments into the tool's own type.
     pub fn args<T: DeserializeOwned>(&self, tool: &str) -> Result<T, CallError> {
         parse_args(tool, self.arguments).map_err(CallError::InvalidArguments)
+    }
+
+    /// Reports progress: `progress` (never decreasing) out of `total`. A
+    /// no-op when the client did not ask for progress.
+    ///
+    /// ```
+    /// # use mcp_tasks_edge::tools::{Progress, ToolCall};
+    /// # use mcp_tasks_edge::protocol::meta::ClientCapabilities;
+    /// let log = Progress::default();
+    /// let (args, caps) = (Default::default(), ClientCapabilities::default());
+    /// let call = ToolCall { arguments: &args, capabilities: &caps, input_responses: None,
+    ///     round_state: None, now: 0, progress: Some(&log) };
+    /// call.report_progress(50.0, Some(100.0), Some("halfway"));
+    /// assert_eq!(log.take()[0].progress, 50.0);
+    /// ```
+    pub fn report_progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(log) = self.progress {
+            log.reports.borrow_mut().push(ProgressReport {
+                progress,
+                total,
+                message: message.map(str::to_owned),
+            });
+        }
     }
 
     /// The answer to one input request of the previous MRTR round.

@@ -31,6 +31,7 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     let mut v = SchemaGenerator::new(settings)
         .into_root_schema_for::<T>()
         .to_value();
+    objects_for_any(&mut v);
     if let Value::Object(map) = &mut v {
         map.remove("title");
         // Clients expect `properties` on an object schema, even an empty one.
@@ -40,6 +41,38 @@ pub fn schema_of<T: JsonSchema>() -> Value {
         }
     }
     v
+}
+
+/// Writes each `true` subschema (any value, as schemars renders a
+/// `serde_json::Value` field) as the equivalent `{}`: widely used clients
+/// (the TypeScript SDK 1.x) refuse a tool whose property schema is a
+/// boolean.
+fn objects_for_any(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (key, sub) in map.iter_mut() {
+                let holds_schemas = matches!(
+                    key.as_str(),
+                    "properties" | "patternProperties" | "$defs" | "definitions"
+                );
+                if holds_schemas && let Value::Object(subs) = sub {
+                    for s in subs.values_mut() {
+                        if *s == Value::Bool(true) {
+                            *s = Value::Object(Default::default());
+                        }
+                    }
+                }
+                if matches!(key.as_str(), "items" | "additionalProperties")
+                    && *sub == Value::Bool(true)
+                {
+                    *sub = Value::Object(Default::default());
+                }
+                objects_for_any(sub);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(objects_for_any),
+        _ => {}
+    }
 }
 
 /// The schema of `T` if it describes a JSON object (what `outputSchema`
@@ -375,5 +408,30 @@ impl<T: TaskTool> Tool for TaskAdapter<T> {
                 Step::Cancel(message) => StepOutcome::Cancel(message),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct WithAny {
+        job: String,
+        result: Value,
+        list: Vec<Value>,
+    }
+
+    #[test]
+    fn any_value_is_an_empty_schema_not_true() {
+        let s = schema_of::<WithAny>();
+        assert_eq!(s["properties"]["result"], serde_json::json!({}), "{s}");
+        assert_eq!(
+            s["properties"]["list"]["items"],
+            serde_json::json!({}),
+            "{s}"
+        );
+        assert_eq!(s["properties"]["job"]["type"], "string");
     }
 }

@@ -338,6 +338,40 @@ fn a_synchronous_call_asks_for_input_on_its_own_stream() {
 }
 
 #[test]
+fn progress_goes_before_the_result_when_asked_for() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "test_tool_with_progress", "_meta": {"progressToken": "p-1"}}),
+    ));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let progress: Vec<_> = frames
+        .iter()
+        .filter(|f| f["method"] == "notifications/progress")
+        .map(|f| {
+            (
+                f["params"]["progressToken"].clone(),
+                f["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        vec![
+            (json!("p-1"), json!(0.0)),
+            (json!("p-1"), json!(50.0)),
+            (json!("p-1"), json!(100.0))
+        ]
+    );
+    assert_eq!(frames.last().unwrap()["id"], 1);
+    // Without a token: one plain JSON answer.
+    let r = c.send("tools/call", json!({"name": "test_tool_with_progress"}));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+}
+
+#[test]
 fn an_unanswered_round_expires_and_is_purged() {
     let h = Harness::new();
     let mut c = Legacy::connect(&h, json!({"elicitation": {}}));
