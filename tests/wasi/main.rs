@@ -14,6 +14,7 @@ mod contract;
 mod exchange;
 mod hostile;
 mod kill;
+mod legacy;
 mod limits;
 mod listen;
 mod mcp_client;

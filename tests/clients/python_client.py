@@ -1,0 +1,64 @@
+"""The Python `mcp` SDK (2.3.0, pinned in requirements.txt) against a running
+server, in its default `auto` mode (which must pick 2026-07-28) and in its
+forced `legacy` mode (2025-11-25 through the legacy adapter).
+
+    python tests/clients/python_client.py http://127.0.0.1:PORT/mcp
+
+Prints one line per check and `python mcp: N passed, N failed`; exits
+non-zero on any failure.
+"""
+
+import sys
+import time
+
+import anyio
+from mcp import Client
+from mcp_types import ElicitResult, Implementation
+
+URL = sys.argv[1]
+results = []
+
+
+async def on_elicit(context, params):
+    props = (params.requested_schema or {}).get("properties", {})
+    if "approved" in props:
+        return ElicitResult(action="accept", content={"approved": True})
+    return ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+
+async def check_mode(mode: str, want: str) -> None:
+    started = time.monotonic()
+    name = f"python mcp 2.3.0, mode={mode}: negotiates {want}, lists tools, calls greet and test_elicitation"
+    try:
+        async with Client(
+            URL,
+            mode=mode,
+            client_info=Implementation(name="python-client-test", version="2.3.0"),
+            elicitation_callback=on_elicit,
+        ) as client:
+            assert client.protocol_version == want, f"protocol {client.protocol_version}"
+            tools = await client.list_tools()
+            names = {t.name for t in tools.tools}
+            assert {"greet", "generate_report"} <= names, f"tools {sorted(names)}"
+            r = await client.call_tool("greet", {"name": "Ada"})
+            assert r.content[0].text == "Hello, Ada!", r
+            if mode == "legacy":
+                # Asked on the response stream, answered by the callback.
+                r = await client.call_tool("test_elicitation", {"message": "Who are you?"})
+                assert "ada@example.com" in r.content[0].text, r
+        results.append(True)
+        print(f"ok   {name} ({(time.monotonic() - started) * 1000:.0f} ms)")
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        results.append(False)
+        print(f"FAIL {name}\n      {type(e).__name__}: {e}")
+
+
+async def main() -> None:
+    await check_mode("auto", "2026-07-28")
+    await check_mode("legacy", "2025-11-25")
+
+
+anyio.run(main)
+failed = results.count(False)
+print(f"python mcp: {len(results) - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
