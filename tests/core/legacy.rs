@@ -459,3 +459,68 @@ fn modern_requests_never_reach_the_adapter() {
     );
     assert_eq!(body_json(&r)["error"]["code"], -32020);
 }
+
+/// Every 2025-11-25 name lives in `src/legacy/`: no other module of the
+/// library names one (the modern protocol's list of removed methods, which
+/// answers them -32601, is the one exception).
+#[test]
+fn no_module_outside_the_adapter_names_a_legacy_method() {
+    const LEGACY_ONLY: &[&str] = &[
+        "\"initialize\"",
+        "\"ping\"",
+        "\"tasks/result\"",
+        "\"tasks/list\"",
+        "notifications/initialized",
+        "notifications/tasks/status",
+        "mcp-session-id",
+        "io.modelcontextprotocol/related-task",
+        "\"2025-11-25\"",
+        "\"2025-06-18\"",
+        "\"2025-03-26\"",
+    ];
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    let mut legacy_lines = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(&src).unwrap();
+        if rel.starts_with("legacy") {
+            legacy_lines += text.lines().count();
+            continue;
+        }
+        let mut in_removed = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("pub const REMOVED") {
+                in_removed = true;
+            }
+            if !in_removed {
+                for name in LEGACY_ONLY {
+                    if line.contains(name) {
+                        found.push(format!("{}:{}: {name}", rel.display(), n + 1));
+                    }
+                }
+            }
+            if in_removed && line.trim_end().ends_with("];") {
+                in_removed = false;
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "legacy names outside src/legacy: {found:#?}"
+    );
+    println!("src/legacy: {legacy_lines} lines");
+    assert!(legacy_lines > 0);
+}

@@ -29,7 +29,12 @@ fn headers(session: Option<&str>) -> Vec<(String, String)> {
 
 async fn call(rt: &Arc<Runtime>, session: &str, id: i64, method: &str, params: Value) -> Value {
     let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let r = post_raw(rt, &headers(Some(session)), serde_json::to_vec(&msg).unwrap()).await;
+    let r = post_raw(
+        rt,
+        &headers(Some(session)),
+        serde_json::to_vec(&msg).unwrap(),
+    )
+    .await;
     assert_eq!(r.status, 200, "{method}");
     serde_json::from_slice(&r.body).unwrap()
 }
@@ -69,12 +74,16 @@ async fn a_legacy_task_survives_a_restart_between_question_and_answer() {
     assert_eq!(first.tick(clock.now_ms()).await.unwrap().stepped, 1);
 
     // tasks/result is held open and carries the input request.
-    let msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": task}});
+    let msg =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": task}});
     let h = headers(Some(&session));
     let refs: Vec<(&str, &[u8])> = h.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
     let req = build_request("POST", "/mcp", &refs, serde_json::to_vec(&msg).unwrap()).unwrap();
     let resp = first.handle(req).await.unwrap();
-    assert_eq!(resp.headers().get("content-type").unwrap(), "text/event-stream");
+    assert_eq!(
+        resp.headers().get("content-type").unwrap(),
+        "text/event-stream"
+    );
     let mut events = Events::new(resp.into_body());
     let request = loop {
         let e = events.next().await.expect("an input request");
@@ -98,7 +107,14 @@ async fn a_legacy_task_survives_a_restart_between_question_and_answer() {
     assert_eq!(second.tick(clock.now_ms()).await.unwrap().finished, 1);
     let got = call(&second, &session, 3, "tasks/get", json!({"taskId": task})).await;
     assert_eq!(got["result"]["status"], "completed");
-    let result = call(&second, &session, 4, "tasks/result", json!({"taskId": task})).await;
+    let result = call(
+        &second,
+        &session,
+        4,
+        "tasks/result",
+        json!({"taskId": task}),
+    )
+    .await;
     assert_eq!(
         result["result"]["content"][0]["text"],
         "Generated small report with approved outline."

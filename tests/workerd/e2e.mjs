@@ -46,20 +46,15 @@ import {
 } from './lib.mjs';
 
 import { Upstream } from './upstream.mjs';
+import { sdkChecks } from '../clients/legacy-sdk.mjs';
 
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
-const CONFORMANCE_SCENARIOS = [
-  'tasks-lifecycle',
-  'tasks-capability-negotiation',
-  'tasks-wire-fields',
-  'tasks-request-state-removal',
-  'tasks-mrtr-input',
-  'tasks-request-headers',
-  'tasks-dispatch-and-envelope',
-  'tasks-required-task-error',
-  'tasks-mrtr-composition',
-];
+/// The conformance scenarios, grouped with the suite's arguments: the one
+/// list both runtimes run (tests/conformance/scenarios.json).
+const CONFORMANCE_GROUPS = JSON.parse(
+  fs.readFileSync(path.join(ROOT, 'tests', 'conformance', 'scenarios.json'), 'utf8'),
+).groups;
 
 const results = [];
 const figures = [];
@@ -412,16 +407,114 @@ async function listen() {
 
 async function conformance() {
   fs.mkdirSync(CONFORMANCE_OUT, { recursive: true });
-  for (const scenario of CONFORMANCE_SCENARIOS) {
-    await test(`conformance ${scenario}`, async () => {
-      const r = await runGroup(path.join(BIN, 'conformance'),
-        ['server', '--url', server.url, '--scenario', scenario, '-o', CONFORMANCE_OUT], { timeoutMs: 120_000 });
-      const passed = r.out.match(/Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/);
-      console.log(`      conformance: ${scenario}: ${passed ? `${passed[1]}/${passed[2]} checks passed, ${passed[4]} warnings` : 'no result line'}`);
-      check(r.code === 0 && passed && passed[3] === '0',
-        `exit ${r.code}\n${r.out.split('\n').filter((l) => /FAILURE|Error|failed|timed out/.test(l)).slice(0, 20).join('\n')}`);
-    });
+  const tally = {};
+  for (const group of CONFORMANCE_GROUPS) {
+    for (const scenario of group.scenarios) {
+      const before = results.length;
+      await test(`conformance ${group.label} ${scenario}`, async () => {
+        const r = await runGroup(path.join(BIN, 'conformance'),
+          ['server', '--url', server.url, '--scenario', scenario, '-o', CONFORMANCE_OUT, ...group.args], { timeoutMs: 120_000 });
+        const passed = r.out.match(/Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/);
+        console.log(`      conformance: ${scenario}: ${passed ? `${passed[1]}/${passed[2]} checks passed, ${passed[4]} warnings` : 'no result line'}`);
+        check(r.code === 0 && passed && passed[3] === '0',
+          `exit ${r.code}\n${r.out.split('\n').filter((l) => /FAILURE|Error|failed|timed out/.test(l)).slice(0, 20).join('\n')}`);
+      });
+      const t = (tally[group.label] ??= { passed: 0, failed: 0 });
+      for (const r of results.slice(before)) t[r.ok ? 'passed' : 'failed']++;
+    }
   }
+  for (const [label, t] of Object.entries(tally)) {
+    console.log(`conformance ${label} (workerd): ${t.passed} passed, ${t.failed} failed`);
+  }
+}
+
+/// The real 2025-11-25 and 2026-07-28 clients against the Worker.
+async function legacyClients() {
+  await sdkChecks(server.url, test);
+  await test('python mcp 2.3.0 (auto and legacy modes) against the Worker', async () => {
+    const venv = await runGroup('bash', ['scripts/clients-venv.sh'], { timeoutMs: 300_000 });
+    check(venv.code === 0, `clients venv: ${venv.out}`);
+    const python = venv.out.trim().split('\n').pop();
+    const r = await runGroup(python, ['tests/clients/python_client.py', server.url], { timeoutMs: 120_000 });
+    console.log(`      ${r.out.trim().split('\n').join('\n      ')}`);
+    check(r.code === 0, `python client exited ${r.code}`);
+  });
+}
+
+/// POSTs one legacy (2025-11-25) message; the session, when given, rides
+/// along as the SDKs send it.
+async function legacyPost(msg, session) {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  if (session) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
+  return fetch(server.url, { method: 'POST', headers, body: JSON.stringify(msg) });
+}
+
+async function legacyRestart() {
+  await test('2025-11-25: wrangler dev restarted between the input request and its answer loses nothing', async () => {
+    const init = await legacyPost({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {
+      protocolVersion: '2025-11-25', capabilities: { elicitation: { form: {} } }, clientInfo: { name: 'e2e', version: '1' } } });
+    const session = init.headers.get('mcp-session-id');
+    check(init.status === 200 && session, `initialize ${init.status}`);
+    await init.arrayBuffer();
+    const created = await (await legacyPost({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: {
+      name: 'generate_report', arguments: { size: 'small' }, task: { ttl: 600_000 } } }, session)).json();
+    const taskId = created.result?.task?.taskId;
+    check(taskId, `create ${JSON.stringify(created)}`);
+    await waitFor(taskId, (t) => t.status === 'input_required', 'input_required', 30_000);
+    // tasks/result is held open and carries the elicitation request.
+    const aborter = new AbortController();
+    const res = await fetch(server.url, {
+      method: 'POST',
+      signal: aborter.signal,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tasks/result', params: { taskId } }),
+    });
+    check(res.headers.get('content-type') === 'text/event-stream', `tasks/result ${res.status}`);
+    let request;
+    for await (const m of sseMessages(res)) {
+      if (m.method === 'elicitation/create') {
+        request = m;
+        break;
+      }
+    }
+    aborter.abort();
+    check(request?.params?._meta?.['io.modelcontextprotocol/related-task']?.taskId === taskId, `request ${JSON.stringify(request)}`);
+    await server.stop();
+    await server.start();
+    // The same session and request id, on a fresh isolate.
+    const answered = await legacyPost({ jsonrpc: '2.0', id: request.id,
+      result: { action: 'accept', content: { approved: true } } }, session);
+    check(answered.status === 202, `answer ${answered.status} ${await answered.text()}`);
+    await waitFor(taskId, (t) => TERMINAL.has(t.status), 'completed after the restart', 30_000);
+    const result = await (await legacyPost({ jsonrpc: '2.0', id: 3, method: 'tasks/result', params: { taskId } }, session)).json();
+    check(result.result?.content?.[0]?.text === 'Generated small report with approved outline.', `result ${JSON.stringify(result)}`);
+  });
+}
+
+/// The MCP Inspector's CLI (pinned in tests/clients/inspector) against the
+/// Worker as `make dev` serves it (the root wrangler.toml, bearer tokens).
+async function inspectorCli() {
+  await test('MCP Inspector CLI lists the tools and calls one against the make dev Worker', async () => {
+    const dir = path.join(ROOT, 'tests', 'clients', 'inspector');
+    const bin = path.join(dir, 'node_modules', '.bin', 'mcp-inspector');
+    if (!fs.existsSync(bin)) {
+      const i = await runGroup('npm', ['ci', '--no-audit', '--no-fund', '--prefix', dir], { timeoutMs: 600_000 });
+      check(i.code === 0, `npm ci (inspector): ${i.out.slice(-2000)}`);
+    }
+    const token = await mint('inspector', 'acme');
+    const home = path.join(WORK, 'inspector-home');
+    fs.mkdirSync(home, { recursive: true });
+    const run = (args) => runGroup(bin, ['--cli', server.url, '--transport', 'http',
+      '--header', `Authorization: Bearer ${token}`, ...args], { timeoutMs: 120_000, env: { HOME: home } });
+    const listed = await run(['--method', 'tools/list']);
+    check(listed.code === 0 && /generate_report/.test(listed.out) && /run_job/.test(listed.out),
+      `tools/list exited ${listed.code}: ${listed.out.slice(0, 2000)}`);
+    check(!/slow_compute/.test(listed.out), 'make dev serves the demo tools only');
+    const called = await run(['--method', 'tools/call', '--tool-name', 'report_sizes']);
+    check(called.code === 0 && /"pages"/.test(called.out) && /large/.test(called.out),
+      `tools/call exited ${called.code}: ${called.out.slice(0, 2000)}`);
+  });
 }
 
 // A stored task is two lines of JSON: the reader's view, then the record.
@@ -604,6 +697,8 @@ async function main() {
   await cronBackstop();
   await listen();
   await conformance();
+  await legacyClients();
+  await legacyRestart();
   await server.stop();
 
   useServer(new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) }));
@@ -645,6 +740,12 @@ async function main() {
   await server.start();
   await readmeWalkthrough();
   await jwtAuth();
+  await server.stop();
+
+  // The Worker exactly as `make dev` serves it (the root wrangler.toml).
+  useServer(new Wrangler(jwtVars, { config: 'wrangler.toml' }));
+  await server.start();
+  await inspectorCli();
   await server.stop();
 
   const failed = results.filter((r) => !r.ok).length;
