@@ -125,6 +125,11 @@ for server in $SERVERS; do
   fi
   run "$server" "$url" get 1
   run "$server" "$url" get 16
+  if [[ $server == ours-* ]]; then
+    # The same read through the 2025-11-25 adapter.
+    run "$server" "$url" legacy-get 1
+    run "$server" "$url" legacy-get 16
+  fi
   run "$server" "$url" discover 1
   run "$server" "$url" discover 16
   run "$server" "$url" flow 16

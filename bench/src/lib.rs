@@ -27,6 +27,9 @@ pub struct Conn {
     path: String,
     extra: Vec<(String, String)>,
     next_id: u64,
+    /// A 2025-11-25 client's session: requests go through the legacy
+    /// adapter (no `_meta`, the session and version headers).
+    legacy_session: Option<String>,
 }
 
 impl Conn {
@@ -49,7 +52,26 @@ impl Conn {
             path,
             extra: extra.to_vec(),
             next_id: 1,
+            legacy_session: None,
         })
+    }
+
+    /// A connection that speaks 2025-11-25: `initialize` first, then every
+    /// request with the session it issued.
+    pub async fn open_legacy(url: &str, extra: &[(String, String)]) -> Result<Conn, String> {
+        let mut c = Conn::open(url, extra).await?;
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"}}});
+        let (status, headers, _) = c
+            .send(&init, vec![("content-type".into(), "application/json".into())])
+            .await?;
+        let session = headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or(format!("initialize: {status}, no session"))?;
+        c.legacy_session = Some(session.to_owned());
+        Ok(c)
     }
 
     /// Sends one request; returns the JSON-RPC message in the reply (JSON or
@@ -57,10 +79,48 @@ impl Conn {
     pub async fn call(&mut self, method: &str, params: Value) -> Result<(u16, Value), String> {
         let id = self.next_id;
         self.next_id += 1;
-        let msg = message(id, method, params);
-        let body = serde_json::to_vec(&msg).map_err(|e| e.to_string())?;
+        let (msg, headers) = match &self.legacy_session {
+            None => {
+                let msg = message(id, method, params);
+                let headers = testing::standard_headers(&msg);
+                (msg, headers)
+            }
+            Some(session) => (
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+                vec![
+                    ("content-type".into(), "application/json".into()),
+                    ("accept".into(), "application/json, text/event-stream".into()),
+                    ("mcp-protocol-version".into(), "2025-11-25".into()),
+                    ("mcp-session-id".into(), session.clone()),
+                ],
+            ),
+        };
+        let (status, resp_headers, bytes) = self.send(&msg, headers).await?;
+        let sse = resp_headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let value = if sse {
+            let text = String::from_utf8_lossy(&bytes);
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|v| v.get("id") == Some(&json!(id)))
+                .unwrap_or(Value::Null)
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+
+    async fn send(
+        &mut self,
+        msg: &Value,
+        headers: Vec<(String, String)>,
+    ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
+        let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
         let mut req = Request::post(&self.path).header("host", &self.host);
-        for (k, v) in testing::standard_headers(&msg) {
+        for (k, v) in headers {
             req = req.header(k, v);
         }
         for (k, v) in &self.extra {
@@ -76,27 +136,13 @@ impl Conn {
             .await
             .map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
-        let sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let headers = resp.headers().clone();
         let bytes = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        let value = if sse {
-            let text = String::from_utf8_lossy(&bytes);
-            text.lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                .find(|v| v.get("id") == Some(&json!(id)))
-                .unwrap_or(Value::Null)
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        };
-        Ok((status, value))
+        Ok((status, headers, bytes))
     }
 }

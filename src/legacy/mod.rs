@@ -328,10 +328,14 @@ async fn dispatch<S: Store>(
         methods::TOOLS_LIST => json(&tools_list(server, raw)?),
         methods::TOOLS_CALL => tools_call(server, lc, id, raw, trace).await,
         methods::TASKS_GET => {
+            // The hot path: the stored snapshot's members are copied as
+            // they are, never parsed into values.
             let p: TaskParams = params(raw, method)?;
-            let task = own_task(server, lc, &p.task_id).await?;
+            let snapshot = own_snapshot(server, lc, &p.task_id).await?;
+            let task: TaskFields<'_> = serde_json::from_str(&snapshot)
+                .map_err(|_| RpcError::internal("Internal error: a task could not be read."))?;
             trace.task_id = Some(p.task_id);
-            json(&task_object(&task))
+            Ok(Answer::Json(result_bytes(id, &task)))
         }
         methods::TASKS_CANCEL => {
             let p: TaskParams = params(raw, method)?;
@@ -645,9 +649,14 @@ fn hold<S: Store>(
     )
 }
 
-/// The caller's task as its stored snapshot; the one not-found error
-/// otherwise (a foreign task is indistinguishable from an unknown one).
-async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Result<Value, RpcError> {
+/// The caller's task's stored snapshot (JSON text); the one not-found
+/// error otherwise (a foreign task is indistinguishable from an unknown
+/// one).
+async fn own_snapshot<S: Store>(
+    server: &Server<S>,
+    lc: &Ctx<'_>,
+    id: &str,
+) -> Result<String, RpcError> {
     let view = load_view(
         server.store(),
         id,
@@ -657,8 +666,41 @@ async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Resul
     )
     .await?
     .ok_or_else(RpcError::task_not_found)?;
-    serde_json::from_str(&view.snapshot)
+    Ok(view.snapshot)
+}
+
+/// The caller's task as its stored snapshot, parsed.
+async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Result<Value, RpcError> {
+    serde_json::from_str(&own_snapshot(server, lc, id).await?)
         .map_err(|_| RpcError::internal("Internal error: a task could not be read."))
+}
+
+/// A task's 2025-11-25 fields, borrowed from a stored snapshot as raw JSON
+/// (the same renames as [`task_object`]).
+#[derive(Deserialize, serde::Serialize)]
+struct TaskFields<'a> {
+    #[serde(rename = "taskId", borrow)]
+    task_id: &'a RawValue,
+    #[serde(borrow)]
+    status: &'a RawValue,
+    #[serde(
+        rename = "statusMessage",
+        borrow,
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    status_message: Option<&'a RawValue>,
+    #[serde(rename = "createdAt", borrow)]
+    created_at: &'a RawValue,
+    #[serde(rename = "lastUpdatedAt", borrow)]
+    last_updated_at: &'a RawValue,
+    #[serde(rename(deserialize = "ttlMs", serialize = "ttl"), borrow)]
+    ttl: &'a RawValue,
+    #[serde(
+        rename(deserialize = "pollIntervalMs", serialize = "pollInterval"),
+        borrow
+    )]
+    poll_interval: &'a RawValue,
 }
 
 fn is_terminal(snapshot: &Value) -> bool {
@@ -770,11 +812,21 @@ mod tests {
     #[test]
     fn task_object_renames_the_modern_fields() {
         let snap = json!({"taskId": "t", "status": "working", "createdAt": "a",
-            "lastUpdatedAt": "b", "ttlMs": 5, "pollIntervalMs": 7, "inputRequests": {}});
+            "lastUpdatedAt": "b", "ttlMs": 5, "pollIntervalMs": 7, "inputRequests": {"k": {}}});
+        let want = json!({"taskId": "t", "status": "working", "createdAt": "a",
+            "lastUpdatedAt": "b", "ttl": 5, "pollInterval": 7});
+        assert_eq!(task_object(&snap), want);
+        // The borrowed form renders the same object.
+        let text = snap.to_string();
+        let fields: TaskFields<'_> = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_value(&fields).unwrap(), want);
+        let with_message = json!({"taskId": "t", "status": "failed", "statusMessage": "x",
+            "createdAt": "a", "lastUpdatedAt": "b", "ttlMs": null, "pollIntervalMs": 7});
+        let text = with_message.to_string();
+        let fields: TaskFields<'_> = serde_json::from_str(&text).unwrap();
         assert_eq!(
-            task_object(&snap),
-            json!({"taskId": "t", "status": "working", "createdAt": "a",
-                "lastUpdatedAt": "b", "ttl": 5, "pollInterval": 7})
+            serde_json::to_value(&fields).unwrap(),
+            task_object(&with_message)
         );
     }
 }

@@ -338,6 +338,29 @@ fn a_synchronous_call_asks_for_input_on_its_own_stream() {
 }
 
 #[test]
+fn a_held_result_ends_with_32001_at_its_bound_and_the_task_goes_on() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 3000, "label": "long"}, "task": {}}),
+    );
+    let id = created["task"]["taskId"].as_str().unwrap().to_owned();
+    let mut stream = stream_of(c.send("tasks/result", json!({"taskId": id})));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    assert_eq!(frames[0]["method"], "notifications/tasks/status");
+    assert_eq!(frames[0]["params"]["status"], "working");
+    h.advance(h.server.config().listen_max_ms as i64 + 1);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let last = frames.last().unwrap();
+    assert_eq!(last["error"]["code"], -32001, "{last}");
+    assert_eq!(last["id"], 2);
+    assert_eq!(h.status(&id), "working", "the task is untouched");
+}
+
+#[test]
 fn progress_goes_before_the_result_when_asked_for() {
     let h = Harness::new();
     let mut c = Legacy::connect(&h, json!({}));

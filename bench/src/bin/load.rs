@@ -6,6 +6,8 @@
 //!
 //! Workloads:
 //! - `get`: `tasks/get` on one existing task (the hot path);
+//! - `legacy-get`: the same through the 2025-11-25 adapter (each
+//!   connection initializes once, then sends its session);
 //! - `discover`: `server/discover` (no store access; the cost of the stack);
 //! - `flow`: create a `generate_report` task, poll until `input_required`,
 //!   answer it, poll until `completed`; counts flows and every request;
@@ -111,11 +113,15 @@ async fn worker(
     shared_task: Option<String>,
     deadline: Instant,
 ) -> Result<Tally, String> {
-    let mut c = Conn::open(&args.url, &args.headers).await?;
+    let mut c = if args.workload == "legacy-get" {
+        Conn::open_legacy(&args.url, &args.headers).await?
+    } else {
+        Conn::open(&args.url, &args.headers).await?
+    };
     let mut t = Tally::default();
     while Instant::now() < deadline {
         match args.workload.as_str() {
-            "get" => {
+            "get" | "legacy-get" => {
                 let id = shared_task.clone().unwrap_or_default();
                 timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await;
             }
@@ -195,7 +201,7 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let shared_task = if args.workload == "get" {
+    let shared_task = if args.workload == "get" || args.workload == "legacy-get" {
         match create_report(&mut setup).await {
             Ok(id) => Some(id),
             Err(e) => {
