@@ -11,8 +11,8 @@ use crate::protocol::tools::{
     CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
 };
 use crate::tools::{
-    CallError, CallPlan, Requirements, Start, Step, StepContext, StepFuture, StepOutcome,
-    TaskStart, TaskSupport, TaskTool, Tool, ToolCall, ToolSet, form_schema, task_tool,
+    CallError, CallPlan, Requirements, Start, Step, StepContext, StepFuture, StepOutcome, SyncTool,
+    TaskStart, TaskSupport, TaskTool, Tool, ToolCall, ToolSet, form_schema, sync_tool, task_tool,
 };
 
 /// Every fixture tool, `greet` first.
@@ -22,8 +22,8 @@ pub fn tools() -> ToolSet {
         Box::new(MissingCapability),
         Box::new(StreamingElicitation),
         Box::new(LoggingTool),
-        Box::new(SimpleText),
-        Box::new(ErrorHandling),
+        sync_tool(SimpleText),
+        sync_tool(ErrorHandling),
         Box::new(Elicitation),
         Box::new(Sampling),
         Box::new(WithProgress),
@@ -516,23 +516,14 @@ impl Tool for LoggingTool {
 /// `test_simple_text`: one text item.
 struct SimpleText;
 
-impl Tool for SimpleText {
-    fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: "test_simple_text",
-            title: None,
-            description: "Answers with one text item.",
-            input_schema: no_args(),
-            output_schema: None,
-        }
-    }
-    fn requirements(&self) -> Requirements {
-        Requirements::new(TaskSupport::Never)
-    }
-    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
-        Ok(CallPlan::Result(CallToolResult::text(
-            "This is a simple text response for testing.",
-        )))
+impl SyncTool for SimpleText {
+    type Args = NoArgs;
+    type Output = String;
+    const NAME: &'static str = "test_simple_text";
+    const DESCRIPTION: &'static str = "Answers with one text item.";
+
+    fn run(&self, _args: NoArgs) -> Result<String, String> {
+        Ok("This is a simple text response for testing.".to_owned())
     }
 }
 
@@ -540,23 +531,15 @@ impl Tool for SimpleText {
 /// protocol error.
 struct ErrorHandling;
 
-impl Tool for ErrorHandling {
-    fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: "test_error_handling",
-            title: None,
-            description: "Always fails as a tool (isError), never as a protocol error.",
-            input_schema: no_args(),
-            output_schema: None,
-        }
-    }
-    fn requirements(&self) -> Requirements {
-        Requirements::new(TaskSupport::Never)
-    }
-    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
-        Ok(CallPlan::Result(CallToolResult::error(
-            "This tool intentionally returns an error for testing",
-        )))
+impl SyncTool for ErrorHandling {
+    type Args = NoArgs;
+    type Output = String;
+    const NAME: &'static str = "test_error_handling";
+    const DESCRIPTION: &'static str =
+        "Always fails as a tool (isError), never as a protocol error.";
+
+    fn run(&self, _args: NoArgs) -> Result<String, String> {
+        Err("This tool intentionally returns an error for testing".to_owned())
     }
 }
 

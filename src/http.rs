@@ -88,6 +88,20 @@ impl HttpResponse {
         }
     }
 
+    /// A `text/event-stream` response driven by `events`.
+    pub fn event_stream(events: EventStream) -> Self {
+        HttpResponse {
+            status: 200,
+            headers: vec![
+                ("content-type", "text/event-stream".to_owned()),
+                ("cache-control", "no-cache".to_owned()),
+                ("x-accel-buffering", "no".to_owned()),
+            ],
+            body: HttpBody::Events(events),
+            trace: Trace::default(),
+        }
+    }
+
     /// A JSON-RPC error with no id, for failures before the body is read.
     fn rejected(status: u16, error: RpcError) -> Self {
         HttpResponse::json(status, error_bytes(None, &error))
@@ -292,16 +306,7 @@ async fn serve_checked<S: Store>(
             }
             r
         }
-        Reply::Listen(sub) => HttpResponse {
-            status: 200,
-            headers: vec![
-                ("content-type", "text/event-stream".to_owned()),
-                ("cache-control", "no-cache".to_owned()),
-                ("x-accel-buffering", "no".to_owned()),
-            ],
-            body: HttpBody::Events(EventStream::new(sub)),
-            trace: Trace::default(),
-        },
+        Reply::Listen(sub) => HttpResponse::event_stream(EventStream::new(sub)),
     };
     response.trace = trace;
     response

@@ -231,16 +231,7 @@ pub async fn serve<S: Store>(
             r.headers.push((SESSION_HEADER, token));
             r
         }
-        Answer::Stream(stream) => HttpResponse {
-            status: 200,
-            headers: vec![
-                ("content-type", "text/event-stream".to_owned()),
-                ("cache-control", "no-cache".to_owned()),
-                ("x-accel-buffering", "no".to_owned()),
-            ],
-            body: HttpBody::Events(EventStream::legacy(stream)),
-            trace: Trace::default(),
-        },
+        Answer::Stream(stream) => HttpResponse::event_stream(EventStream::legacy(stream)),
     };
     response.trace = trace;
     response
