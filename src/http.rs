@@ -280,6 +280,7 @@ async fn serve_checked<S: Store>(
     if let Err(why) = crate::limits::check_shape(req.body, &config.limits) {
         return HttpResponse::rejected(400, RpcError::invalid_request(&why));
     }
+    #[cfg(feature = "legacy")]
     if crate::legacy::claims(req) {
         return crate::legacy::serve(server, req, ctx).await;
     }
@@ -357,6 +358,7 @@ pub struct EventStream {
 #[derive(Debug)]
 enum Source {
     Listen(ListenStream),
+    #[cfg(feature = "legacy")]
     Legacy(Box<crate::legacy::Stream>),
 }
 
@@ -374,6 +376,7 @@ impl EventStream {
         }
     }
 
+    #[cfg(feature = "legacy")]
     pub(crate) fn legacy(stream: crate::legacy::Stream) -> Self {
         EventStream {
             source: Source::Legacy(Box::new(stream)),
@@ -388,6 +391,7 @@ impl EventStream {
     pub fn end_by(&mut self, at: Millis) {
         match &mut self.source {
             Source::Listen(l) => l.sub.ends_at = l.sub.ends_at.min(at),
+            #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.end_by(at),
         }
     }
@@ -396,6 +400,7 @@ impl EventStream {
     pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
         let next = match &mut self.source {
             Source::Listen(l) => l.advance(server.store(), now).await,
+            #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.advance(server, now).await,
         };
         match next {

@@ -24,6 +24,7 @@ pub mod demo;
 pub mod error;
 pub mod http;
 pub mod ids;
+#[cfg(feature = "legacy")]
 pub mod legacy;
 pub mod limits;
 pub mod mrtr;

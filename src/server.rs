@@ -745,16 +745,19 @@ impl<S: Store> Server<S> {
     }
 
     /// The tools this server offers.
+    #[cfg_attr(not(feature = "legacy"), allow(dead_code))]
     pub(crate) fn tools(&self) -> &ToolSet {
         &self.tools
     }
 
     /// `{"name", "version"}` of this server.
+    #[cfg_attr(not(feature = "legacy"), allow(dead_code))]
     pub(crate) fn server_info(&self) -> &Value {
         &self.server_info
     }
 
     /// Where random tokens come from.
+    #[cfg_attr(not(feature = "legacy"), allow(dead_code))]
     pub(crate) fn ids(&self) -> &dyn IdSource {
         self.ids.as_ref()
     }

@@ -204,12 +204,16 @@ pub async fn serve<S: Store>(
         session,
         version,
     };
-    if let Some(response) = client_response(server, req.body, ctx).await {
-        return response;
-    }
     let msg = match parse_message(req.body) {
         Ok(m) => m,
-        Err(e) => return HttpResponse::json(400, error_bytes(e.id.as_ref(), &e.error)),
+        Err(e) => {
+            // Not a request or notification: perhaps the client's answer to
+            // a request this adapter sent.
+            if let Some(response) = client_response(server, req.body, ctx).await {
+                return response;
+            }
+            return HttpResponse::json(400, error_bytes(e.id.as_ref(), &e.error));
+        }
     };
     let Some(id) = msg.id else {
         // notifications/initialized, notifications/cancelled, ...

@@ -6,6 +6,7 @@
 mod auth;
 mod errors;
 mod fencing;
+#[cfg(feature = "legacy")]
 mod legacy;
 mod lifecycle;
 mod listen;
