@@ -67,7 +67,7 @@ use crate::protocol::methods;
 use crate::server::{RequestContext, Server, StartTask, Trace};
 use crate::store::Store;
 use crate::tasks::{NewTaskId, TaskService, load_view, quota};
-use crate::tools::{CallError, CallPlan, Progress, TaskSupport, ToolCall};
+use crate::tools::{CallError, CallPlan, Progress, TaskStart, TaskSupport, ToolCall};
 use input::Round;
 use session::Session;
 use stream::RoundCall;
@@ -542,7 +542,39 @@ async fn tools_call<S: Store>(
         Err(CallError::Rpc(e)) => return Err(e),
     };
     let ends_at = lc.ctx.now.saturating_add(config.listen_max_ms as i64);
+    let ttl_ms = p
+        .task
+        .as_ref()
+        .and_then(|t| t.ttl)
+        .map_or(config.task_ttl_ms, |t| t.clamp(1_000, config.task_ttl_ms));
     match plan {
+        CallPlan::Result(result) if as_task => {
+            // Asked to be a task, answered at once: a task that is already
+            // complete (created not due, so no runner steps it).
+            let started = StartTask {
+                tool: name,
+                arguments,
+                capabilities: caps,
+                start: TaskStart {
+                    state: Value::Null,
+                    first_step_in_ms: ttl_ms,
+                    message: None,
+                },
+                ttl_ms,
+            };
+            let record = server
+                .start_task(started, NewTaskId::Random(server.ids()), lc.ctx, trace)
+                .await?;
+            TaskService::new(server.store(), server.server_info())
+                .complete(&lc.ctx.owner, &record.id, &result, lc.ctx.now)
+                .await
+                .map_err(|e| trace_task_error(trace, e))?;
+            let snapshot = own_task(server, lc, &record.id).await?;
+            Ok(Answer::Json(result_bytes(
+                id,
+                &json!({ "task": task_object(&snapshot) }),
+            )))
+        }
         CallPlan::Result(result) => match token {
             Some(token) if !reports.is_empty() => {
                 let mut frames: Vec<Vec<u8>> = reports
@@ -597,11 +629,6 @@ async fn tools_call<S: Store>(
             )))
         }
         CallPlan::Task(start) => {
-            let ttl_ms = p
-                .task
-                .as_ref()
-                .and_then(|t| t.ttl)
-                .map_or(config.task_ttl_ms, |t| t.clamp(1_000, config.task_ttl_ms));
             let started = StartTask {
                 tool: name,
                 arguments,

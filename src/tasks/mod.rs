@@ -394,6 +394,26 @@ impl<'a, S: Store> TaskService<'a, S> {
         .await
     }
 
+    /// Completes the caller's task `id` with `result` at once: for a tool
+    /// that answered a call that asked to run as a task (the task is
+    /// created not due, so no runner steps it in between).
+    pub async fn complete(
+        &self,
+        owner: &Owner,
+        id: &str,
+        result: &crate::protocol::tools::CallToolResult,
+        now: Millis,
+    ) -> Result<(), TaskError> {
+        self.modify(owner, id, now, |record| {
+            let change = Change::Complete {
+                result: result.clone(),
+                message: None,
+            };
+            Ok(record.apply(change, now).is_ok())
+        })
+        .await
+    }
+
     /// `tasks/cancel`: records cancellation intent. A task waiting on input
     /// or on a timer is cancelled at once; a running step is cancelled at its
     /// boundary by the runner; a terminal task is left as it is.

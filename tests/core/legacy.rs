@@ -338,6 +338,23 @@ fn a_synchronous_call_asks_for_input_on_its_own_stream() {
 }
 
 #[test]
+fn a_task_call_answered_at_once_is_a_completed_task() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "now"}, "task": {"ttl": 60000}}),
+    );
+    let task = &created["task"];
+    assert_eq!(task["status"], "completed", "{created}");
+    let id = task["taskId"].as_str().unwrap();
+    let r = c.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(r["content"][0]["text"], "now: finished after 0 seconds.");
+    // Nothing is left due for a runner.
+    assert_eq!(h.tick().due, 0);
+}
+
+#[test]
 fn a_held_result_ends_with_32001_at_its_bound_and_the_task_goes_on() {
     let h = Harness::new();
     let mut c = Legacy::connect(&h, json!({}));
