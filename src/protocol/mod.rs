@@ -2,6 +2,7 @@
 //! extension, one file per spec area. Method names, `_meta` keys and other
 //! protocol literals live here and nowhere else.
 
+pub mod content;
 pub mod error;
 pub mod jsonrpc;
 pub mod meta;

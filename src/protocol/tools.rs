@@ -40,22 +40,7 @@ pub struct ListToolsParams {
     pub cursor: Option<String>,
 }
 
-/// One content block; this server produces text only.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Content {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub text: String,
-}
-
-impl Content {
-    pub fn text(text: impl Into<String>) -> Self {
-        Content {
-            kind: "text".to_owned(),
-            text: text.into(),
-        }
-    }
-}
+pub use super::content::Content;
 
 /// The payload of a `CallToolResult` (without `resultType` and `_meta`,
 /// which are added when it is written out).
