@@ -7,8 +7,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ErrorCode, RpcError};
+use crate::prompts::{Prompt, PromptInfo, PromptMessage, PromptResult};
+use crate::protocol::content::{Content, ResourceBody, ResourceContents};
 use crate::protocol::tools::{
     CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
+};
+use crate::resources::{
+    ResourceInfo, ResourceTemplate, StaticResource, TemplateInfo, Vars, text_resource,
 };
 use crate::tools::{
     CallError, CallPlan, Requirements, Start, Step, StepContext, StepFuture, StepOutcome, SyncTool,
@@ -27,6 +32,10 @@ pub fn tools() -> ToolSet {
         Box::new(Elicitation),
         Box::new(Sampling),
         Box::new(WithProgress),
+        Box::new(ContentTool::Image),
+        Box::new(ContentTool::Audio),
+        Box::new(ContentTool::Embedded),
+        Box::new(ContentTool::Mixed),
         Box::new(SlowCompute),
         Box::new(FailingJob),
         Box::new(ProtocolErrorJob),
@@ -35,6 +44,229 @@ pub fn tools() -> ToolSet {
         Box::new(TestToolWithTask),
         task_tool(TrapStep),
     ])
+    .with_resource(
+        text_resource(
+            "test://static-text",
+            "static-text",
+            "text/plain",
+            "This is the content of the static text resource.",
+        )
+        .title("Static Text Resource")
+        .description("A static text resource for testing"),
+    )
+    .with_resource(StaticResource::from_contents(
+        ResourceInfo::new("test://static-binary", "static-binary")
+            .title("Static Binary Resource")
+            .description("A static binary resource (image) for testing")
+            .mime_type("image/png"),
+        ResourceBody::Blob {
+            blob: PNG_BASE64.to_owned(),
+        },
+    ))
+    .with_template(DataTemplate)
+    .with_prompt(SimplePrompt)
+    .with_prompt(ArgsPrompt)
+    .with_prompt(EmbeddedResourcePrompt)
+    .with_prompt(ImagePrompt)
+}
+
+/// The 1x1 PNG the suite's reference server uses.
+const PNG_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// The short WAV the suite's reference server uses.
+const WAV_BASE64: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+fn png() -> Content {
+    Content::Image {
+        data: PNG_BASE64.to_owned(),
+        mime_type: "image/png".to_owned(),
+    }
+}
+
+/// `test://template/{id}/data`: JSON naming the id.
+struct DataTemplate;
+
+impl ResourceTemplate for DataTemplate {
+    fn describe(&self) -> TemplateInfo {
+        TemplateInfo::new("test://template/{id}/data", "template")
+            .title("Resource Template")
+            .description("A resource template with parameter substitution")
+            .mime_type("application/json")
+    }
+    fn read(&self, uri: &str, vars: &Vars) -> Result<Option<ResourceContents>, String> {
+        let id = vars.get("id").cloned().unwrap_or_default();
+        let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+        Ok(Some(ResourceContents::text(
+            uri,
+            "application/json",
+            body.to_string(),
+        )))
+    }
+    fn complete(&self, _variable: &str, prefix: &str, _context: &Vars) -> Vec<String> {
+        ["1", "2", "3", "123"]
+            .iter()
+            .filter(|v| v.starts_with(prefix))
+            .map(|v| (*v).to_owned())
+            .collect()
+    }
+}
+
+/// `test_simple_prompt`: one user message.
+struct SimplePrompt;
+
+impl Prompt for SimplePrompt {
+    fn describe(&self) -> PromptInfo {
+        PromptInfo::new("test_simple_prompt", "A simple prompt without arguments")
+            .title("Simple Test Prompt")
+    }
+    fn get(&self, _args: &Vars) -> Result<PromptResult, String> {
+        Ok(PromptResult::new(vec![PromptMessage::user(Content::text(
+            "This is a simple prompt for testing.",
+        ))]))
+    }
+}
+
+/// `test_prompt_with_arguments {arg1, arg2}`: both required, both echoed.
+struct ArgsPrompt;
+
+impl Prompt for ArgsPrompt {
+    fn describe(&self) -> PromptInfo {
+        PromptInfo::new(
+            "test_prompt_with_arguments",
+            "A prompt with required arguments",
+        )
+        .title("Prompt With Arguments")
+        .argument("arg1", "First test argument", true)
+        .argument("arg2", "Second test argument", true)
+    }
+    fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+        let arg = |n: &str| args.get(n).cloned().unwrap_or_default();
+        Ok(PromptResult::new(vec![PromptMessage::user(Content::text(
+            format!(
+                "Prompt with arguments: arg1='{}', arg2='{}'",
+                arg("arg1"),
+                arg("arg2")
+            ),
+        ))]))
+    }
+    fn complete(&self, argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
+        let options: &[&str] = match argument {
+            "arg1" => &["test", "testValue1", "other"],
+            _ => &["testValue2"],
+        };
+        options
+            .iter()
+            .filter(|v| v.starts_with(prefix))
+            .map(|v| (*v).to_owned())
+            .collect()
+    }
+}
+
+/// `test_prompt_with_embedded_resource {resourceUri}`.
+struct EmbeddedResourcePrompt;
+
+impl Prompt for EmbeddedResourcePrompt {
+    fn describe(&self) -> PromptInfo {
+        PromptInfo::new(
+            "test_prompt_with_embedded_resource",
+            "A prompt that includes an embedded resource",
+        )
+        .title("Prompt With Embedded Resource")
+        .argument("resourceUri", "URI of the resource to embed", true)
+    }
+    fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+        let uri = args.get("resourceUri").cloned().unwrap_or_default();
+        Ok(PromptResult::new(vec![
+            PromptMessage::user(Content::resource(ResourceContents::text(
+                uri,
+                "text/plain",
+                "Embedded resource content for testing.",
+            ))),
+            PromptMessage::user(Content::text("Please process the embedded resource above.")),
+        ]))
+    }
+}
+
+/// `test_prompt_with_image`: an image, then a question about it.
+struct ImagePrompt;
+
+impl Prompt for ImagePrompt {
+    fn describe(&self) -> PromptInfo {
+        PromptInfo::new(
+            "test_prompt_with_image",
+            "A prompt that includes image content",
+        )
+        .title("Prompt With Image")
+    }
+    fn get(&self, _args: &Vars) -> Result<PromptResult, String> {
+        Ok(PromptResult::new(vec![
+            PromptMessage::user(png()),
+            PromptMessage::user(Content::text("Please analyze the image above.")),
+        ]))
+    }
+}
+
+/// `test_image_content`, `test_audio_content`, `test_embedded_resource`,
+/// `test_multiple_content_types`: one tool per kind of content block.
+enum ContentTool {
+    Image,
+    Audio,
+    Embedded,
+    Mixed,
+}
+
+impl Tool for ContentTool {
+    fn descriptor(&self) -> ToolDescriptor {
+        let (name, description) = match self {
+            ContentTool::Image => ("test_image_content", "Answers with an image."),
+            ContentTool::Audio => ("test_audio_content", "Answers with audio."),
+            ContentTool::Embedded => (
+                "test_embedded_resource",
+                "Answers with an embedded resource.",
+            ),
+            ContentTool::Mixed => (
+                "test_multiple_content_types",
+                "Answers with text, an image and an embedded resource.",
+            ),
+        };
+        ToolDescriptor {
+            name,
+            title: None,
+            description,
+            input_schema: no_args(),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, _call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let content = match self {
+            ContentTool::Image => vec![png()],
+            ContentTool::Audio => vec![Content::Audio {
+                data: WAV_BASE64.to_owned(),
+                mime_type: "audio/wav".to_owned(),
+            }],
+            ContentTool::Embedded => vec![Content::resource(ResourceContents::text(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            ))],
+            ContentTool::Mixed => vec![
+                Content::text("Multiple content types test:"),
+                png(),
+                Content::resource(ResourceContents::text(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    json!({"test": "data", "value": 123}).to_string(),
+                )),
+            ],
+        };
+        Ok(CallPlan::Result(CallToolResult {
+            content,
+            structured_content: None,
+            is_error: false,
+        }))
+    }
 }
 
 fn schema(properties: Value, required: &[&str]) -> Value {
@@ -732,7 +964,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 23);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

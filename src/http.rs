@@ -308,6 +308,7 @@ async fn serve_checked<S: Store>(
             r
         }
         Reply::Listen(sub) => HttpResponse::event_stream(EventStream::new(sub)),
+        Reply::Frames(frames) => HttpResponse::event_stream(EventStream::frames(frames)),
     };
     response.trace = trace;
     response
@@ -358,6 +359,8 @@ pub struct EventStream {
 #[derive(Debug)]
 enum Source {
     Listen(ListenStream),
+    /// Messages all known in advance.
+    Frames(VecDeque<Vec<u8>>),
     #[cfg(feature = "legacy")]
     Legacy(Box<crate::legacy::Stream>),
 }
@@ -372,6 +375,14 @@ impl EventStream {
                 pending: VecDeque::new(),
                 poll_now: true,
             }),
+            last_sent: None,
+        }
+    }
+
+    /// A stream of messages all known in advance (one SSE event each).
+    pub fn frames(frames: Vec<Vec<u8>>) -> Self {
+        EventStream {
+            source: Source::Frames(frames.iter().map(|f| sse_event(f)).collect()),
             last_sent: None,
         }
     }
@@ -391,6 +402,7 @@ impl EventStream {
     pub fn end_by(&mut self, at: Millis) {
         match &mut self.source {
             Source::Listen(l) => l.sub.ends_at = l.sub.ends_at.min(at),
+            Source::Frames(_) => {}
             #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.end_by(at),
         }
@@ -400,6 +412,7 @@ impl EventStream {
     pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
         let next = match &mut self.source {
             Source::Listen(l) => l.advance(server.store(), now).await,
+            Source::Frames(f) => f.pop_front().map_or(Next::End, Next::Send),
             #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.advance(server, now).await,
         };

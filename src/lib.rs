@@ -15,6 +15,7 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 pub mod auth;
+mod catalog;
 pub mod config;
 #[cfg(feature = "conformance-tools")]
 pub mod conformance;
@@ -31,7 +32,9 @@ pub mod mrtr;
 pub mod outbound;
 pub mod owner;
 pub mod platform;
+pub mod prompts;
 pub mod protocol;
+pub mod resources;
 pub mod server;
 pub mod store;
 pub mod tasks;

@@ -8,13 +8,16 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::catalog;
 use crate::crypto::b64url;
 use crate::error::{RpcError, truncate};
 use crate::ids::IdSource;
 use crate::mrtr;
 use crate::outbound::{NoOutbound, Outbound};
 use crate::owner::Owner;
-use crate::protocol::jsonrpc::{Id, close_with_members, error_bytes, parse_message, result_bytes};
+use crate::protocol::jsonrpc::{
+    Id, close_with_members, error_bytes, notification_bytes, parse_message, result_bytes,
+};
 use crate::protocol::meta::{ClientCapabilities, MetaOnly};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
 use crate::protocol::tools::{CallToolParams, ListToolsParams};
@@ -27,7 +30,8 @@ use crate::tasks::subscription::{ListenSettings, Subscription};
 use crate::tasks::{NewTask, NewTaskId, TaskError, TaskService};
 use crate::time::Millis;
 use crate::tools::{
-    CallError, CallPlan, TaskStart, TaskSupport, Tool, ToolCall, ToolSet, ToolSettings, no_settings,
+    CallError, CallPlan, Progress, ProgressReport, TaskStart, TaskSupport, Tool, ToolCall, ToolSet,
+    ToolSettings, no_settings,
 };
 
 pub use crate::config::Config;
@@ -150,6 +154,9 @@ pub enum Reply {
     Json { status: u16, body: Vec<u8> },
     /// A `subscriptions/listen` stream.
     Listen(Subscription),
+    /// Messages to send as an SSE stream (progress notifications, then the
+    /// response).
+    Frames(Vec<Vec<u8>>),
 }
 
 impl Reply {
@@ -176,11 +183,12 @@ enum Method {
     ResourcesList,
     ResourceTemplatesList,
     ResourcesRead,
+    Complete,
 }
 
 /// Every method this server answers, by name: the one table both
 /// directions read.
-const METHODS: [(&str, Method); 12] = [
+const METHODS: [(&str, Method); 13] = [
     (methods::SERVER_DISCOVER, Method::Discover),
     (methods::TOOLS_LIST, Method::ToolsList),
     (methods::TOOLS_CALL, Method::ToolsCall),
@@ -196,6 +204,7 @@ const METHODS: [(&str, Method); 12] = [
         Method::ResourceTemplatesList,
     ),
     (methods::RESOURCES_READ, Method::ResourcesRead),
+    (methods::COMPLETION_COMPLETE, Method::Complete),
 ];
 
 impl Method {
@@ -221,6 +230,8 @@ impl Method {
 enum Outcome {
     Json(Vec<u8>),
     Listen(Subscription),
+    /// Messages sent as SSE, the response last.
+    Frames(Vec<Vec<u8>>),
 }
 
 /// The server: a store, the tools, settings, an id source.
@@ -360,6 +371,7 @@ impl<S: Store> Server<S> {
         {
             Ok(Outcome::Json(body)) => Reply::Json { status: 200, body },
             Ok(Outcome::Listen(sub)) => Reply::Listen(sub),
+            Ok(Outcome::Frames(frames)) => Reply::Frames(frames),
             Err(e) => {
                 trace.error = Some(e.code);
                 Reply::error(Some(&id), &e)
@@ -401,13 +413,24 @@ impl<S: Store> Server<S> {
             Method::TasksUpdate => self.tasks_update(&call, trace).await,
             Method::TasksCancel => self.tasks_cancel(&call, trace).await,
             Method::Listen => self.listen(&call).await,
-            Method::PromptsList => Ok(call.json(&self.cacheable(json!({ "prompts": [] })))),
-            Method::ResourcesList => Ok(call.json(&self.cacheable(json!({ "resources": [] })))),
+            Method::PromptsList => {
+                let list = catalog::prompts_list(&self.tools, &call.params()?)?;
+                Ok(call.json(&self.cacheable(list)))
+            }
+            Method::ResourcesList => {
+                let list = catalog::resources_list(&self.tools, &call.params()?)?;
+                Ok(call.json(&self.cacheable(list)))
+            }
             Method::ResourceTemplatesList => {
-                Ok(call.json(&self.cacheable(json!({ "resourceTemplates": [] }))))
+                let list = catalog::templates_list(&self.tools, &call.params()?)?;
+                Ok(call.json(&self.cacheable(list)))
             }
             Method::PromptsGet => self.prompts_get(&call),
             Method::ResourcesRead => self.resources_read(&call),
+            Method::Complete => {
+                let result = catalog::complete(&self.tools, &call.params()?)?;
+                Ok(call.json(&self.complete(result)))
+            }
         }
     }
 
@@ -425,8 +448,29 @@ impl<S: Store> Server<S> {
         let p: CallToolParams = c.params()?;
         self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
-        let result = self.call_tool(p, c.caps, c.ctx, trace).await?;
-        Ok(c.json(&result))
+        let token = progress_token(c.raw);
+        let progress = Progress::default();
+        let result = self
+            .call_tool(
+                p,
+                c.caps,
+                c.ctx,
+                token.is_some().then_some(&progress),
+                trace,
+            )
+            .await?;
+        let reports = progress.take();
+        match token {
+            Some(token) if !reports.is_empty() => {
+                let mut frames: Vec<Vec<u8>> = reports
+                    .into_iter()
+                    .map(|r| progress_notification(&token, r))
+                    .collect();
+                frames.push(result_bytes(c.id, &result));
+                Ok(Outcome::Frames(frames))
+            }
+            _ => Ok(c.json(&result)),
+        }
     }
 
     async fn tasks_get(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
@@ -489,21 +533,22 @@ impl<S: Store> Server<S> {
     }
 
     fn prompts_get(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
-        let p: NamedParams = c.params()?;
+        let p: catalog::GetPromptParams = c.params()?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
-        Err(RpcError::invalid_params(format!(
-            "Unknown prompt: {}",
-            truncate(&p.name, 64)
-        )))
+        let result = catalog::prompts_get(&self.tools, &p)?;
+        Ok(c.json(&self.complete(result)))
     }
 
     fn resources_read(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
-        let p: UriParams = c.params()?;
+        let p: catalog::ReadParams = c.params()?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.uri, true)?;
-        Err(RpcError::invalid_params(format!(
-            "Resource not found: {}",
-            truncate(&p.uri, 128)
-        )))
+        let mut result = self.complete(catalog::resources_read(&self.tools, &p)?);
+        // A read is not cached: a resource may change at any time.
+        if let Value::Object(map) = &mut result {
+            map.insert("ttlMs".into(), Value::from(0));
+            map.insert("cacheScope".into(), Value::from("private"));
+        }
+        Ok(c.json(&result))
     }
 
     /// Reads the required `_meta` members and checks the version against the
@@ -577,6 +622,20 @@ impl<S: Store> Server<S> {
         if let (Some(text), Value::Object(map)) = (&self.config.instructions, &mut v) {
             map.insert("instructions".into(), Value::from(text.as_str()));
         }
+        if self.tools.has_completions()
+            && let Some(Value::Object(caps)) = v.get_mut("capabilities")
+        {
+            caps.insert("completions".into(), json!({}));
+        }
+        v
+    }
+
+    /// A complete result: `resultType` and this server's `_meta` added.
+    fn complete(&self, mut v: Value) -> Value {
+        if let Value::Object(map) = &mut v {
+            map.insert("resultType".into(), Value::from(result_type::COMPLETE));
+            map.insert("_meta".into(), self.result_meta.clone());
+        }
         v
     }
 
@@ -597,6 +656,7 @@ impl<S: Store> Server<S> {
         p: CallToolParams,
         caps: &ClientCapabilities,
         ctx: &RequestContext,
+        progress: Option<&Progress>,
         trace: &mut Trace,
     ) -> Result<Value, RpcError> {
         let (name, tool) = self.tool_for(&p.name, caps, trace)?;
@@ -618,7 +678,7 @@ impl<S: Store> Server<S> {
             input_responses: verified.as_ref().and(p.input_responses.as_ref()),
             round_state: verified.as_ref().map(|v| &v.data),
             now: ctx.now,
-            progress: None,
+            progress,
         };
         let plan = match tool.call(&call) {
             Ok(plan) => plan,
@@ -772,6 +832,34 @@ pub(crate) struct StartTask {
     pub ttl_ms: u64,
 }
 
+/// The request's `_meta.progressToken` (a string or an integer), if any.
+pub(crate) fn progress_token(raw_params: &str) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct P {
+        #[serde(rename = "_meta", default)]
+        meta: Option<M>,
+    }
+    #[derive(serde::Deserialize)]
+    struct M {
+        #[serde(rename = "progressToken", default)]
+        token: Option<Value>,
+    }
+    serde_json::from_str::<P>(raw_params)
+        .ok()?
+        .meta?
+        .token
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+}
+
+/// A `notifications/progress` message for `token`.
+pub(crate) fn progress_notification(token: &Value, report: ProgressReport) -> Vec<u8> {
+    let mut params = serde_json::to_value(report).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut params {
+        map.insert("progressToken".into(), token.clone());
+    }
+    notification_bytes(methods::NOTIFICATION_PROGRESS, &params)
+}
+
 /// A `tasks/get` response around a stored snapshot, without parsing it:
 /// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
 fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
@@ -786,16 +874,6 @@ fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
 
 fn ack() -> Value {
     json!({ "resultType": result_type::COMPLETE })
-}
-
-#[derive(serde::Deserialize)]
-struct NamedParams {
-    name: String,
-}
-
-#[derive(serde::Deserialize)]
-struct UriParams {
-    uri: String,
 }
 
 /// Phase two: the method's exact params type. A mismatch is -32602.

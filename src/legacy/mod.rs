@@ -58,10 +58,11 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::catalog;
 use crate::crypto::{b64url, b64url_decode};
 use crate::error::{ErrorCode, RpcError, truncate};
 use crate::http::{EventStream, HttpBody, HttpRequest, HttpResponse};
-use crate::protocol::jsonrpc::{Id, error_bytes, notification_bytes, parse_message, result_bytes};
+use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::methods;
 use crate::server::{RequestContext, Server, StartTask, Trace};
@@ -91,9 +92,6 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// The optional status notification on an open stream.
 pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
-
-/// Progress of a request that sent a `progressToken`.
-const PROGRESS_NOTIFICATION: &str = "notifications/progress";
 
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
@@ -166,6 +164,8 @@ impl Ctx<'_> {
 enum Answer {
     Json(Vec<u8>),
     Stream(Stream),
+    /// Messages all known now, sent as SSE (progress, then the result).
+    Frames(Vec<Vec<u8>>),
     /// The `initialize` result and the session to return with it.
     Initialized(Vec<u8>, String),
 }
@@ -236,6 +236,7 @@ pub async fn serve<S: Store>(
             r
         }
         Answer::Stream(stream) => HttpResponse::event_stream(EventStream::legacy(stream)),
+        Answer::Frames(frames) => HttpResponse::event_stream(EventStream::frames(frames)),
     };
     response.trace = trace;
     response
@@ -367,6 +368,29 @@ async fn dispatch<S: Store>(
             Ok(Answer::Stream(hold(server, lc, id, p.task_id, true)))
         }
         TASKS_LIST => json(&tasks_list(server, lc, raw).await?),
+        methods::RESOURCES_LIST => json(&catalog::resources_list(
+            server.tools(),
+            &params(raw, method)?,
+        )?),
+        methods::RESOURCE_TEMPLATES_LIST => json(&catalog::templates_list(
+            server.tools(),
+            &params(raw, method)?,
+        )?),
+        methods::RESOURCES_READ => json(&catalog::resources_read(
+            server.tools(),
+            &params(raw, method)?,
+        )?),
+        methods::PROMPTS_LIST => json(&catalog::prompts_list(
+            server.tools(),
+            &params(raw, method)?,
+        )?),
+        methods::PROMPTS_GET => json(&catalog::prompts_get(
+            server.tools(),
+            &params(raw, method)?,
+        )?),
+        methods::COMPLETION_COMPLETE => {
+            json(&catalog::complete(server.tools(), &params(raw, method)?)?)
+        }
         _ => Err(RpcError::new(
             ErrorCode::METHOD_NOT_FOUND,
             format!("Method not found: {}", truncate(method, 64)),
@@ -416,7 +440,16 @@ fn initialize<S: Store>(
         .copied()
         .unwrap_or(LATEST);
     let config = server.config();
-    let mut capabilities = json!({ "tools": { "listChanged": false } });
+    let mut capabilities = json!({
+        "tools": { "listChanged": false },
+        "resources": {},
+        "prompts": {},
+    });
+    if server.tools().has_completions()
+        && let Value::Object(map) = &mut capabilities
+    {
+        map.insert("completions".to_owned(), json!({}));
+    }
     if version >= TASKS_SINCE
         && let Value::Object(map) = &mut capabilities
     {
@@ -488,13 +521,6 @@ async fn tools_call<S: Store>(
         arguments: Option<Map<String, Value>>,
         #[serde(default)]
         task: Option<TaskHint>,
-        #[serde(rename = "_meta", default)]
-        meta: Option<CallMeta>,
-    }
-    #[derive(Deserialize)]
-    struct CallMeta {
-        #[serde(rename = "progressToken", default)]
-        progress_token: Option<Value>,
     }
     #[derive(Deserialize)]
     struct TaskHint {
@@ -517,10 +543,7 @@ async fn tools_call<S: Store>(
     let (name, tool) = server.tool_for(&p.name, &caps, trace)?;
     let config = server.config();
     let arguments = p.arguments.unwrap_or_default();
-    let token = p
-        .meta
-        .and_then(|m| m.progress_token)
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64());
+    let token = crate::server::progress_token(raw);
     let progress = Progress::default();
     let plan = tool.call(&ToolCall {
         arguments: &arguments,
@@ -579,20 +602,10 @@ async fn tools_call<S: Store>(
             Some(token) if !reports.is_empty() => {
                 let mut frames: Vec<Vec<u8>> = reports
                     .into_iter()
-                    .map(|r| {
-                        let mut params = serde_json::to_value(r).unwrap_or(Value::Null);
-                        if let Value::Object(map) = &mut params {
-                            map.insert("progressToken".into(), token.clone());
-                        }
-                        notification_bytes(PROGRESS_NOTIFICATION, &params)
-                    })
+                    .map(|r| crate::server::progress_notification(&token, r))
                     .collect();
                 frames.push(result_bytes(id, &result));
-                Ok(Answer::Stream(Stream::frames(
-                    id.clone(),
-                    lc.ctx.owner.clone(),
-                    frames,
-                )))
+                Ok(Answer::Frames(frames))
             }
             _ => Ok(Answer::Json(result_bytes(id, &result))),
         },

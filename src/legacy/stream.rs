@@ -44,8 +44,6 @@ enum Kind {
     },
     /// A synchronous call's answers.
     Round(Box<RoundCall>),
-    /// Nothing: the frames are all known.
-    Done,
 }
 
 /// A synchronous call between rounds: what it needs to be called again.
@@ -113,15 +111,6 @@ impl Stream {
         s
     }
 
-    /// A response whose frames are all known (progress notifications, then
-    /// the result).
-    pub fn frames(id: Id, owner: Owner, frames: Vec<Vec<u8>>) -> Self {
-        let mut s = Stream::new(id, owner, Kind::Done, Millis::MAX, 1);
-        s.pending.extend(frames.iter().map(|f| sse_event(f)));
-        s.done = true;
-        s
-    }
-
     fn new(id: Id, owner: Owner, kind: Kind, ends_at: Millis, poll_ms: u64) -> Self {
         Stream {
             id,
@@ -165,7 +154,6 @@ impl Stream {
             match &self.kind {
                 Kind::Task { .. } => self.poll_task(server, now).await,
                 Kind::Round(_) => self.poll_round(server, now).await,
-                Kind::Done => self.done = true,
             }
         }
     }

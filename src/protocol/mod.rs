@@ -38,9 +38,11 @@ pub mod methods {
     pub const RESOURCES_LIST: &str = "resources/list";
     pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
     pub const RESOURCES_READ: &str = "resources/read";
+    pub const COMPLETION_COMPLETE: &str = "completion/complete";
 
     pub const NOTIFICATION_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
     pub const NOTIFICATION_TASKS: &str = "notifications/tasks";
+    pub const NOTIFICATION_PROGRESS: &str = "notifications/progress";
 
     /// Methods that earlier revisions had and this one removed; they answer
     /// -32601 like any unknown method, with a reason in `data`.

@@ -26,8 +26,10 @@ use crate::error::RpcError;
 use crate::outbound::{
     LocalFuture, Outbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
 };
+use crate::prompts::Prompt;
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::tools::{CallToolResult, ElicitResult, InputRequests, ToolDescriptor};
+use crate::resources::{Resource, ResourceTemplate};
 use crate::time::Millis;
 
 /// Whether a tool can answer without the tasks extension.
@@ -477,9 +479,15 @@ pub trait Tool: Send + Sync {
     }
 }
 
-/// The registry: tools listed in registration order, found by name.
+/// Everything a server offers: its tools, and the resources, resource
+/// templates and prompts beside them, each listed in registration order and
+/// found by name (or URI).
+#[derive(Default)]
 pub struct ToolSet {
     tools: Vec<(&'static str, Box<dyn Tool>)>,
+    resources: Vec<Box<dyn Resource>>,
+    templates: Vec<Box<dyn ResourceTemplate>>,
+    prompts: Vec<Box<dyn Prompt>>,
 }
 
 /// Builds a deployment's tools from its settings (Worker variables and
@@ -488,25 +496,96 @@ pub struct ToolSet {
 pub type ToolFactory = fn(&dyn ToolSettings) -> Result<ToolSet, String>;
 
 impl ToolSet {
-    /// No tools.
+    /// Nothing offered.
     pub fn empty() -> Self {
-        ToolSet { tools: Vec::new() }
+        ToolSet::default()
     }
 
-    /// The tools of both sets, `self`'s first (a name already taken is
-    /// dropped).
+    /// Everything both sets offer, `self`'s first (a tool or prompt name,
+    /// or a resource URI, already taken is dropped).
     pub fn and(self, other: ToolSet) -> Self {
-        other
-            .tools
+        let ToolSet {
+            tools,
+            resources,
+            templates,
+            prompts,
+        } = other;
+        let mut set = tools
             .into_iter()
-            .fold(self, |set, (_, tool)| set.with(tool))
+            .fold(self, |set, (_, tool)| set.with(tool));
+        for r in resources {
+            set = set.with_boxed_resource(r);
+        }
+        for p in prompts {
+            set = set.with_boxed_prompt(p);
+        }
+        set.templates.extend(templates);
+        set
     }
 
     /// A registry of the given tools; a later tool with a name already
     /// taken is dropped.
     pub fn from_tools(list: Vec<Box<dyn Tool>>) -> Self {
-        list.into_iter()
-            .fold(ToolSet { tools: Vec::new() }, ToolSet::with)
+        list.into_iter().fold(ToolSet::default(), ToolSet::with)
+    }
+
+    /// The set with a fixed resource added (unless its URI is taken).
+    pub fn with_resource(self, resource: impl Resource) -> Self {
+        self.with_boxed_resource(Box::new(resource))
+    }
+
+    fn with_boxed_resource(mut self, resource: Box<dyn Resource>) -> Self {
+        let uri = resource.describe().uri;
+        if self.resources.iter().all(|r| r.describe().uri != uri) {
+            self.resources.push(resource);
+        }
+        self
+    }
+
+    /// The set with a resource template added. Templates are tried in
+    /// registration order, after the fixed resources.
+    pub fn with_template(mut self, template: impl ResourceTemplate) -> Self {
+        self.templates.push(Box::new(template));
+        self
+    }
+
+    /// The set with a prompt added (unless its name is taken).
+    pub fn with_prompt(self, prompt: impl Prompt) -> Self {
+        self.with_boxed_prompt(Box::new(prompt))
+    }
+
+    fn with_boxed_prompt(mut self, prompt: Box<dyn Prompt>) -> Self {
+        let name = prompt.describe().name;
+        if self.prompts.iter().all(|p| p.describe().name != name) {
+            self.prompts.push(prompt);
+        }
+        self
+    }
+
+    /// The fixed resources.
+    pub fn resources(&self) -> impl Iterator<Item = &dyn Resource> {
+        self.resources.iter().map(|r| r.as_ref())
+    }
+
+    /// The resource templates.
+    pub fn templates(&self) -> impl Iterator<Item = &dyn ResourceTemplate> {
+        self.templates.iter().map(|t| t.as_ref())
+    }
+
+    /// The prompts.
+    pub fn prompts(&self) -> impl Iterator<Item = &dyn Prompt> {
+        self.prompts.iter().map(|p| p.as_ref())
+    }
+
+    /// Whether anything takes `completion/complete` (a prompt or a
+    /// resource template).
+    pub fn has_completions(&self) -> bool {
+        !self.prompts.is_empty() || !self.templates.is_empty()
+    }
+
+    /// The prompt called `name`.
+    pub fn prompt(&self, name: &str) -> Option<&dyn Prompt> {
+        self.prompts().find(|p| p.describe().name == name)
     }
 
     /// The set with `tool` added at the end (unless its name is taken).

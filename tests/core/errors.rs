@@ -111,7 +111,6 @@ fn unknown_and_removed_methods_are_404() {
         "ping",
         "logging/setLevel",
         "resources/subscribe",
-        "completion/complete",
     ] {
         let (status, v) = h.post(&request(3, m, json!({"taskId": "x"})));
         assert_eq!((status, code(&v)), (404, -32601), "{m}");

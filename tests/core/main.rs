@@ -4,6 +4,7 @@
 //! a fixed clock.
 
 mod auth;
+mod catalog;
 mod errors;
 mod fencing;
 #[cfg(feature = "legacy")]

@@ -1,0 +1,191 @@
+//! Resources, prompts and completions: the requests both protocol paths
+//! answer the same way, as plain result objects (each path adds its own
+//! envelope members: `resultType`, cache hints).
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::error::{RpcError, truncate};
+use crate::protocol::content::ResourceContents;
+use crate::resources::{Vars, match_template};
+use crate::tools::ToolSet;
+
+/// Most completion values in one answer (the protocol's limit).
+const MAX_COMPLETIONS: usize = 100;
+
+/// These lists have a single page.
+fn single_page(cursor: Option<&str>) -> Result<(), RpcError> {
+    match cursor {
+        Some(_) => Err(RpcError::invalid_params(
+            "Invalid cursor: this list has a single page.",
+        )),
+        None => Ok(()),
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListParams {
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `resources/list`: `{"resources": [...]}`.
+pub(crate) fn resources_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
+    single_page(p.cursor.as_deref())?;
+    let list: Vec<_> = set.resources().map(|r| r.describe()).collect();
+    Ok(json!({ "resources": list }))
+}
+
+/// `resources/templates/list`: `{"resourceTemplates": [...]}`.
+pub(crate) fn templates_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
+    single_page(p.cursor.as_deref())?;
+    let list: Vec<_> = set.templates().map(|t| t.describe()).collect();
+    Ok(json!({ "resourceTemplates": list }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ReadParams {
+    pub uri: String,
+}
+
+/// The resource-not-found error (SEP-2164): -32602 naming the URI.
+pub(crate) fn resource_not_found(uri: &str) -> RpcError {
+    RpcError::invalid_params(format!("Resource not found: {}", truncate(uri, 128)))
+        .with_data(json!({ "uri": uri }))
+}
+
+fn read_failed(why: String) -> RpcError {
+    RpcError::internal(format!(
+        "The resource could not be read: {}",
+        truncate(&why, 200)
+    ))
+}
+
+/// `resources/read`: `{"contents": [...]}` from a fixed resource with that
+/// URI, else the first template that matches it and has the resource.
+pub(crate) fn resources_read(set: &ToolSet, p: &ReadParams) -> Result<Value, RpcError> {
+    let contents: ResourceContents = match set.resources().find(|r| r.describe().uri == p.uri) {
+        Some(r) => r.read().map_err(read_failed)?,
+        None => {
+            let mut found = None;
+            for t in set.templates() {
+                let Some(vars) = match_template(&t.describe().uri_template, &p.uri) else {
+                    continue;
+                };
+                if let Some(c) = t.read(&p.uri, &vars).map_err(read_failed)? {
+                    found = Some(c);
+                    break;
+                }
+            }
+            found.ok_or_else(|| resource_not_found(&p.uri))?
+        }
+    };
+    Ok(json!({ "contents": [contents] }))
+}
+
+/// `prompts/list`: `{"prompts": [...]}`.
+pub(crate) fn prompts_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
+    single_page(p.cursor.as_deref())?;
+    let list: Vec<_> = set.prompts().map(|p| p.describe()).collect();
+    Ok(json!({ "prompts": list }))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct GetPromptParams {
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// Arguments as strings; anything else is -32602.
+fn string_args(args: Option<&Map<String, Value>>) -> Result<Vars, RpcError> {
+    let mut vars = Vars::new();
+    for (k, v) in args.into_iter().flatten() {
+        let Value::String(s) = v else {
+            return Err(RpcError::invalid_params(format!(
+                "Invalid argument {}: arguments are strings.",
+                truncate(k, 64)
+            )));
+        };
+        vars.insert(k.clone(), s.clone());
+    }
+    Ok(vars)
+}
+
+/// `prompts/get`: `{"description"?, "messages": [...]}`.
+pub(crate) fn prompts_get(set: &ToolSet, p: &GetPromptParams) -> Result<Value, RpcError> {
+    let prompt = set.prompt(&p.name).ok_or_else(|| {
+        RpcError::invalid_params(format!("Unknown prompt: {}", truncate(&p.name, 64)))
+    })?;
+    let args = string_args(p.arguments.as_ref())?;
+    for a in prompt.describe().arguments {
+        if a.required && !args.contains_key(&a.name) {
+            return Err(RpcError::invalid_params(format!(
+                "Missing required argument: {}",
+                truncate(&a.name, 64)
+            )));
+        }
+    }
+    let result = prompt.get(&args).map_err(|why| {
+        RpcError::invalid_params(format!("Invalid arguments: {}", truncate(&why, 200)))
+    })?;
+    serde_json::to_value(result)
+        .map_err(|_| RpcError::internal("Internal error: the prompt could not be encoded."))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CompleteParams {
+    #[serde(rename = "ref")]
+    pub reference: Reference,
+    pub argument: CompleteArgument,
+    #[serde(default)]
+    pub context: Option<CompleteContext>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+pub(crate) enum Reference {
+    #[serde(rename = "ref/prompt")]
+    Prompt { name: String },
+    #[serde(rename = "ref/resource")]
+    Resource { uri: String },
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CompleteArgument {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CompleteContext {
+    #[serde(default)]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// `completion/complete`: `{"completion": {"values", "total", "hasMore"}}`
+/// for a prompt's argument or a resource template's variable.
+pub(crate) fn complete(set: &ToolSet, p: &CompleteParams) -> Result<Value, RpcError> {
+    let context = string_args(p.context.as_ref().and_then(|c| c.arguments.as_ref()))?;
+    let (name, prefix) = (&p.argument.name, &p.argument.value);
+    let mut values = match &p.reference {
+        Reference::Prompt { name: prompt } => set
+            .prompt(prompt)
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("Unknown prompt: {}", truncate(prompt, 64)))
+            })?
+            .complete(name, prefix, &context),
+        Reference::Resource { uri } => set
+            .templates()
+            .find(|t| t.describe().uri_template == *uri)
+            .ok_or_else(|| resource_not_found(uri))?
+            .complete(name, prefix, &context),
+    };
+    let total = values.len();
+    values.truncate(MAX_COMPLETIONS);
+    Ok(json!({ "completion": {
+        "values": values,
+        "total": total,
+        "hasMore": total > MAX_COMPLETIONS,
+    }}))
+}

@@ -1,0 +1,147 @@
+//! Prompts a server offers beside its tools: named message templates with
+//! arguments, got with `prompts/get`, whose arguments the client can
+//! complete with `completion/complete`.
+//!
+//! ```
+//! use mcp_tasks_edge::prompts::{Prompt, PromptInfo, PromptMessage, PromptResult};
+//! use mcp_tasks_edge::resources::Vars;
+//! use mcp_tasks_edge::protocol::content::Content;
+//! use mcp_tasks_edge::tools::ToolSet;
+//!
+//! struct Review;
+//! impl Prompt for Review {
+//!     fn describe(&self) -> PromptInfo {
+//!         PromptInfo::new("review", "Asks for a code review.")
+//!             .argument("language", "The language of the code", true)
+//!     }
+//!     fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+//!         let language = &args["language"]; // required: the server checked it
+//!         Ok(PromptResult::new(vec![PromptMessage::user(Content::text(format!(
+//!             "Review this {language} code."
+//!         )))]))
+//!     }
+//!     fn complete(&self, _argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
+//!         ["go", "python", "rust"].iter().filter(|l| l.starts_with(prefix)).map(|l| l.to_string()).collect()
+//!     }
+//! }
+//! assert!(ToolSet::empty().with_prompt(Review).prompt("review").is_some());
+//! ```
+
+use serde::Serialize;
+
+use crate::protocol::content::Content;
+use crate::resources::Vars;
+
+/// One argument of a prompt.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PromptArgument {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub required: bool,
+}
+
+/// A prompt as `prompts/list` describes it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PromptInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArgument>,
+}
+
+impl PromptInfo {
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        PromptInfo {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            arguments: Vec::new(),
+        }
+    }
+
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Adds an argument.
+    pub fn argument(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        required: bool,
+    ) -> Self {
+        self.arguments.push(PromptArgument {
+            name: name.into(),
+            description: Some(description.into()),
+            required,
+        });
+        self
+    }
+}
+
+/// Who a message is from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One message of a prompt.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PromptMessage {
+    pub role: Role,
+    pub content: Content,
+}
+
+impl PromptMessage {
+    pub fn user(content: Content) -> Self {
+        PromptMessage {
+            role: Role::User,
+            content,
+        }
+    }
+
+    pub fn assistant(content: Content) -> Self {
+        PromptMessage {
+            role: Role::Assistant,
+            content,
+        }
+    }
+}
+
+/// What `prompts/get` answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PromptResult {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub messages: Vec<PromptMessage>,
+}
+
+impl PromptResult {
+    pub fn new(messages: Vec<PromptMessage>) -> Self {
+        PromptResult {
+            description: None,
+            messages,
+        }
+    }
+}
+
+/// A prompt.
+pub trait Prompt: Send + Sync + 'static {
+    fn describe(&self) -> PromptInfo;
+
+    /// The messages for `args`. The server has checked that every required
+    /// argument is present; an error is a sentence for the client (-32602).
+    fn get(&self, args: &Vars) -> Result<PromptResult, String>;
+
+    /// Values for `argument` that start with `prefix`; `context` holds the
+    /// arguments the client already chose.
+    fn complete(&self, _argument: &str, _prefix: &str, _context: &Vars) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,215 @@
+//! Resources, prompts, completions, content blocks and progress through the
+//! core's HTTP function (2026-07-28), with the conformance fixtures.
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::http::{HttpBody, Next};
+use serde_json::{Value, json};
+
+use crate::support::{Harness, standard_headers};
+
+fn err(h: &Harness, method: &str, params: Value) -> Value {
+    let (_, v) = h.send(method, params);
+    v["error"].clone()
+}
+
+#[test]
+fn resources_list_read_and_not_found() {
+    let h = Harness::new();
+    let list = h.ok("resources/list", json!({}));
+    let uris: Vec<_> = list["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(uris, ["test://static-text", "test://static-binary"]);
+    assert_eq!(list["ttlMs"], 300_000);
+    assert_eq!(list["cacheScope"], "public");
+    let text = h.ok("resources/read", json!({"uri": "test://static-text"}));
+    assert_eq!(
+        text["contents"][0]["text"],
+        "This is the content of the static text resource."
+    );
+    assert_eq!(text["resultType"], "complete");
+    assert_eq!(text["ttlMs"], 0, "reads are not cached");
+    let blob = h.ok("resources/read", json!({"uri": "test://static-binary"}));
+    assert_eq!(blob["contents"][0]["mimeType"], "image/png");
+    assert!(
+        blob["contents"][0]["blob"]
+            .as_str()
+            .unwrap()
+            .starts_with("iVBOR")
+    );
+    let templates = h.ok("resources/templates/list", json!({}));
+    assert_eq!(
+        templates["resourceTemplates"][0]["uriTemplate"],
+        "test://template/{id}/data"
+    );
+    let t = h.ok("resources/read", json!({"uri": "test://template/123/data"}));
+    let body: Value = serde_json::from_str(t["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(body["id"], "123");
+    assert_eq!(t["contents"][0]["uri"], "test://template/123/data");
+    let e = err(&h, "resources/read", json!({"uri": "test://nope"}));
+    assert_eq!(e["code"], -32602);
+    assert_eq!(e["data"]["uri"], "test://nope");
+    assert_eq!(
+        err(&h, "resources/list", json!({"cursor": "x"}))["code"],
+        -32602
+    );
+}
+
+#[test]
+fn prompts_get_checks_arguments() {
+    let h = Harness::new();
+    let list = h.ok("prompts/list", json!({}));
+    let names: Vec<_> = list["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        names.contains(&"test_prompt_with_arguments".to_owned()),
+        "{names:?}"
+    );
+    let args = &list["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "test_prompt_with_arguments")
+        .unwrap()["arguments"];
+    assert_eq!(
+        args[0],
+        json!({"name": "arg1", "description": "First test argument", "required": true})
+    );
+    let got = h.ok(
+        "prompts/get",
+        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}),
+    );
+    assert_eq!(
+        got["messages"][0]["content"]["text"],
+        "Prompt with arguments: arg1='a', arg2='b'"
+    );
+    assert_eq!(got["messages"][0]["role"], "user");
+    let missing = err(
+        &h,
+        "prompts/get",
+        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}}),
+    );
+    assert_eq!(missing["code"], -32602);
+    assert!(missing["message"].as_str().unwrap().contains("arg2"));
+    let not_string = err(
+        &h,
+        "prompts/get",
+        json!({"name": "test_prompt_with_arguments", "arguments": {"arg1": 1, "arg2": "b"}}),
+    );
+    assert_eq!(not_string["code"], -32602);
+    assert_eq!(
+        err(&h, "prompts/get", json!({"name": "nope"}))["code"],
+        -32602
+    );
+    let image = h.ok("prompts/get", json!({"name": "test_prompt_with_image"}));
+    assert_eq!(image["messages"][0]["content"]["type"], "image");
+}
+
+#[test]
+fn completions_for_prompt_arguments_and_template_variables() {
+    let h = Harness::new();
+    let caps = h.ok("server/discover", json!({}))["capabilities"].clone();
+    assert_eq!(caps["completions"], json!({}));
+    let c = h.ok(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+               "argument": {"name": "arg1", "value": "test"}}),
+    );
+    assert_eq!(c["completion"]["values"], json!(["test", "testValue1"]));
+    assert_eq!(c["completion"]["total"], 2);
+    assert_eq!(c["completion"]["hasMore"], false);
+    let t = h.ok(
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "test://template/{id}/data"},
+               "argument": {"name": "id", "value": "1"}}),
+    );
+    assert_eq!(t["completion"]["values"], json!(["1", "123"]));
+    let unknown = err(
+        &h,
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "nope"}, "argument": {"name": "a", "value": ""}}),
+    );
+    assert_eq!(unknown["code"], -32602);
+}
+
+#[test]
+fn content_blocks_of_every_kind() {
+    let h = Harness::new();
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "test_multiple_content_types", "arguments": {}}),
+    );
+    let kinds: Vec<_> = r["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("text"), json!("image"), json!("resource")]);
+    let a = h.ok(
+        "tools/call",
+        json!({"name": "test_audio_content", "arguments": {}}),
+    );
+    assert_eq!(a["content"][0]["mimeType"], "audio/wav");
+}
+
+#[test]
+fn progress_goes_on_an_sse_response_before_the_result() {
+    let h = Harness::new();
+    let mut msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "arguments": {}}});
+    msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
+    msg["params"]["_meta"]["progressToken"] = json!(7);
+    let headers = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let HttpBody::Events(mut stream) = r.body else {
+        panic!("not a stream")
+    };
+    let mut frames = Vec::new();
+    while let Next::Send(b) = block_on(stream.next(&h.server, h.now.get())) {
+        let text = String::from_utf8(b).unwrap();
+        frames.push(
+            serde_json::from_str::<Value>(text.strip_prefix("data: ").unwrap().trim()).unwrap(),
+        );
+    }
+    let progress: Vec<_> = frames[..3]
+        .iter()
+        .map(|f| {
+            (
+                f["params"]["progressToken"].clone(),
+                f["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            (json!(7), json!(0.0)),
+            (json!(7), json!(50.0)),
+            (json!(7), json!(100.0))
+        ]
+    );
+    assert_eq!(frames[3]["id"], 9);
+    assert_eq!(frames[3]["result"]["resultType"], "complete");
+    // Without a token: plain JSON.
+    let (status, v) = h.send(
+        "tools/call",
+        json!({"name": "test_tool_with_progress", "arguments": {}}),
+    );
+    assert_eq!(
+        (status, v["result"]["content"][0]["type"].clone()),
+        (200, json!("text"))
+    );
+}
