@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{RpcError, truncate};
+use crate::prompts::{PromptPlan, PromptResult, PromptRound};
 use crate::protocol::content::ResourceContents;
 use crate::resources::{Vars, match_template};
 use crate::tools::ToolSet;
@@ -91,10 +92,15 @@ pub(crate) fn prompts_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcEr
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct GetPromptParams {
     pub name: String,
     #[serde(default)]
     pub arguments: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub input_responses: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub request_state: Option<String>,
 }
 
 /// Arguments as strings; anything else is -32602.
@@ -112,8 +118,14 @@ fn string_args(args: Option<&Map<String, Value>>) -> Result<Vars, RpcError> {
     Ok(vars)
 }
 
-/// `prompts/get`: `{"description"?, "messages": [...]}`.
-pub(crate) fn prompts_get(set: &ToolSet, p: &GetPromptParams) -> Result<Value, RpcError> {
+/// `prompts/get`: `{"description"?, "messages": [...]}`, or the prompt's
+/// input requests for a multi round-trip answer (`round` is `None` where the
+/// protocol has none: the 2025-11-25 path).
+pub(crate) fn prompts_get(
+    set: &ToolSet,
+    p: &GetPromptParams,
+    round: Option<&PromptRound<'_>>,
+) -> Result<PromptPlan, RpcError> {
     let prompt = set.prompt(&p.name).ok_or_else(|| {
         RpcError::invalid_params(format!("Unknown prompt: {}", truncate(&p.name, 64)))
     })?;
@@ -126,9 +138,17 @@ pub(crate) fn prompts_get(set: &ToolSet, p: &GetPromptParams) -> Result<Value, R
             )));
         }
     }
-    let result = prompt.get(&args).map_err(|why| {
+    let invalid = |why: String| {
         RpcError::invalid_params(format!("Invalid arguments: {}", truncate(&why, 200)))
-    })?;
+    };
+    match round {
+        Some(round) => prompt.get_rounds(&args, round).map_err(invalid),
+        None => prompt.get(&args).map(PromptPlan::Messages).map_err(invalid),
+    }
+}
+
+/// A prompt's messages as a result object.
+pub(crate) fn prompt_result(result: &PromptResult) -> Result<Value, RpcError> {
     serde_json::to_value(result)
         .map_err(|_| RpcError::internal("Internal error: the prompt could not be encoded."))
 }

@@ -28,8 +28,11 @@
 //! ```
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::protocol::content::Content;
+use crate::protocol::meta::ClientCapabilities;
+use crate::protocol::tools::{ElicitResult, InputRequests};
 use crate::resources::Vars;
 
 /// One argument of a prompt.
@@ -131,6 +134,35 @@ impl PromptResult {
     }
 }
 
+/// A `prompts/get` round as a prompt that asks for input sees it.
+pub struct PromptRound<'a> {
+    pub capabilities: &'a ClientCapabilities,
+    /// Answers to the previous round's requests, once its `requestState`
+    /// verified.
+    pub input_responses: Option<&'a Map<String, Value>>,
+    /// The prompt's data from that round.
+    pub round_state: Option<&'a Value>,
+}
+
+impl PromptRound<'_> {
+    /// The answer to one input request of the previous round.
+    pub fn response(&self, key: &str) -> Option<ElicitResult> {
+        self.round_state?;
+        serde_json::from_value(self.input_responses?.get(key)?.clone()).ok()
+    }
+}
+
+/// How a prompt answers one round.
+pub enum PromptPlan {
+    Messages(PromptResult),
+    /// Ask for input first (core multi round-trip): the client answers the
+    /// requests and asks again with the signed `round_state`.
+    InputRequired {
+        requests: InputRequests,
+        round_state: Value,
+    },
+}
+
 /// A prompt.
 pub trait Prompt: Send + Sync + 'static {
     fn describe(&self) -> PromptInfo;
@@ -138,6 +170,12 @@ pub trait Prompt: Send + Sync + 'static {
     /// The messages for `args`. The server has checked that every required
     /// argument is present; an error is a sentence for the client (-32602).
     fn get(&self, args: &Vars) -> Result<PromptResult, String>;
+
+    /// One round of a prompt that may ask for input first; by default
+    /// [`Prompt::get`].
+    fn get_rounds(&self, args: &Vars, _round: &PromptRound<'_>) -> Result<PromptPlan, String> {
+        self.get(args).map(PromptPlan::Messages)
+    }
 
     /// Values for `argument` that start with `prefix`; `context` holds the
     /// arguments the client already chose.

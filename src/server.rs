@@ -15,6 +15,7 @@ use crate::ids::IdSource;
 use crate::mrtr;
 use crate::outbound::{NoOutbound, Outbound};
 use crate::owner::Owner;
+use crate::prompts::{PromptPlan, PromptRound};
 use crate::protocol::jsonrpc::{
     Id, close_with_members, error_bytes, notification_bytes, parse_message, result_bytes,
 };
@@ -535,8 +536,56 @@ impl<S: Store> Server<S> {
     fn prompts_get(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
         let p: catalog::GetPromptParams = c.params()?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
-        let result = catalog::prompts_get(&self.tools, &p)?;
-        Ok(c.json(&self.complete(result)))
+        self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
+        // A prompt's rounds are bound to its name, its arguments and the
+        // caller, like a tool's.
+        let bound = format!("prompt:{}", p.name);
+        let arguments = p.arguments.clone().unwrap_or_default();
+        let verified = match &p.request_state {
+            Some(state) => Some(mrtr::verify(
+                &self.config.state_secret,
+                &c.ctx.owner,
+                &bound,
+                &arguments,
+                state,
+                c.ctx.now,
+            )?),
+            None => None,
+        };
+        let round = PromptRound {
+            capabilities: c.caps,
+            input_responses: verified.as_ref().and(p.input_responses.as_ref()),
+            round_state: verified.as_ref().map(|v| &v.data),
+        };
+        match catalog::prompts_get(&self.tools, &p, Some(&round))? {
+            PromptPlan::Messages(result) => {
+                Ok(c.json(&self.complete(catalog::prompt_result(&result)?)))
+            }
+            PromptPlan::InputRequired {
+                requests,
+                round_state,
+            } => {
+                let expires = c
+                    .ctx
+                    .now
+                    .saturating_add(self.config.request_state_ttl_ms as i64);
+                let state = mrtr::sign(
+                    &self.config.state_secret,
+                    self.ids.as_ref(),
+                    &c.ctx.owner,
+                    &bound,
+                    &arguments,
+                    round_state,
+                    expires,
+                )?;
+                Ok(c.json(&json!({
+                    "resultType": result_type::INPUT_REQUIRED,
+                    "inputRequests": requests,
+                    "requestState": state,
+                    "_meta": self.result_meta,
+                })))
+            }
+        }
     }
 
     fn resources_read(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {

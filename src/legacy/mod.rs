@@ -62,6 +62,7 @@ use crate::catalog;
 use crate::crypto::{b64url, b64url_decode};
 use crate::error::{ErrorCode, RpcError, truncate};
 use crate::http::{EventStream, HttpBody, HttpRequest, HttpResponse};
+use crate::prompts::PromptPlan;
 use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::methods;
@@ -384,10 +385,14 @@ async fn dispatch<S: Store>(
             server.tools(),
             &params(raw, method)?,
         )?),
-        methods::PROMPTS_GET => json(&catalog::prompts_get(
-            server.tools(),
-            &params(raw, method)?,
-        )?),
+        methods::PROMPTS_GET => {
+            match catalog::prompts_get(server.tools(), &params(raw, method)?, None)? {
+                PromptPlan::Messages(result) => json(&catalog::prompt_result(&result)?),
+                PromptPlan::InputRequired { .. } => Err(RpcError::internal(
+                    "This prompt asks for input first, which 2025-11-25 prompts cannot do.",
+                )),
+            }
+        }
         methods::COMPLETION_COMPLETE => {
             json(&catalog::complete(server.tools(), &params(raw, method)?)?)
         }

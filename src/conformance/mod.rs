@@ -3,6 +3,8 @@
 //! tool API. Behind the `conformance-tools` feature; never in a deployed
 //! build.
 
+mod mrtr;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -68,6 +70,8 @@ pub fn tools() -> ToolSet {
     .with_prompt(ArgsPrompt)
     .with_prompt(EmbeddedResourcePrompt)
     .with_prompt(ImagePrompt)
+    .with_prompt(mrtr::ContextPrompt)
+    .and(mrtr::tools())
 }
 
 /// The 1x1 PNG the suite's reference server uses.
@@ -964,7 +968,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 23);
+        assert_eq!(names.len(), 31);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);
