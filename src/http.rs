@@ -289,6 +289,7 @@ async fn serve_checked<S: Store>(
         protocol_version: req.mirrored("mcp-protocol-version"),
         method: req.mirrored("mcp-method"),
         name: req.mirrored("mcp-name"),
+        headers: req.headers,
     };
     let mut trace = Trace::default();
     let reply = server.handle(req.body, &mirror, ctx, &mut trace).await;

@@ -64,12 +64,76 @@ pub struct Mirror<'a> {
     pub protocol_version: HeaderValue<'a>,
     pub method: HeaderValue<'a>,
     pub name: HeaderValue<'a>,
+    /// Every request header, for the `Mcp-Param-*` headers that mirror tool
+    /// arguments annotated with `x-mcp-header`.
+    pub headers: &'a [(String, String)],
 }
 
 impl Mirror<'_> {
     /// No headers to check (a transport without them, or tests of the core).
     pub fn none() -> Mirror<'static> {
         Mirror::default()
+    }
+
+    /// The mirrored value of header `name`, as [`HeaderValue`].
+    fn header(&self, name: &str) -> HeaderValue<'_> {
+        let mut values = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim());
+        let Some(first) = values.next() else {
+            return HeaderValue::Absent;
+        };
+        if values.any(|v| v != first) {
+            return HeaderValue::Invalid;
+        }
+        HeaderValue::Present(first)
+    }
+
+    /// Each argument whose schema carries `x-mcp-header: "Name"` must come
+    /// with a matching `Mcp-Param-Name` header (SEP-2243): a string as it is
+    /// (or `=?base64?…?=`), a number or boolean as its JSON text; a header
+    /// without its argument, or the other way round, is a mismatch.
+    fn check_params(
+        &self,
+        input_schema: &Value,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<(), RpcError> {
+        if !self.enforce {
+            return Ok(());
+        }
+        let Some(props) = input_schema.get("properties").and_then(Value::as_object) else {
+            return Ok(());
+        };
+        for (param, schema) in props {
+            let Some(suffix) = schema.get("x-mcp-header").and_then(Value::as_str) else {
+                continue;
+            };
+            let header = format!("Mcp-Param-{suffix}");
+            let expected = match arguments.and_then(|a| a.get(param)) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => Some(v.to_string()),
+                Some(_) => continue,
+            };
+            match (self.header(&header), expected) {
+                (HeaderValue::Absent, None) => {}
+                (HeaderValue::Present(v), Some(want))
+                    if decode_sentinel(v).as_deref() == Some(want.as_str()) => {}
+                (HeaderValue::Absent, Some(_)) => {
+                    return Err(RpcError::header_mismatch(format!(
+                        "the {header} header is required."
+                    )));
+                }
+                _ => {
+                    return Err(RpcError::header_mismatch(format!(
+                        "the {header} header does not match the body."
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check(
@@ -449,6 +513,10 @@ impl<S: Store> Server<S> {
         let p: CallToolParams = c.params()?;
         self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
+        if let Some(tool) = self.tools.get(&p.name) {
+            c.mirror
+                .check_params(&tool.descriptor().input_schema, p.arguments.as_ref())?;
+        }
         let token = progress_token(c.raw);
         let progress = Progress::default();
         let result = self

@@ -38,6 +38,7 @@ pub fn tools() -> ToolSet {
         Box::new(ContentTool::Audio),
         Box::new(ContentTool::Embedded),
         Box::new(ContentTool::Mixed),
+        Box::new(CustomHeaders),
         Box::new(SlowCompute),
         Box::new(FailingJob),
         Box::new(ProtocolErrorJob),
@@ -206,6 +207,43 @@ impl Prompt for ImagePrompt {
             PromptMessage::user(png()),
             PromptMessage::user(Content::text("Please analyze the image above.")),
         ]))
+    }
+}
+
+/// `test_custom_headers`: arguments mirrored into `Mcp-Param-*` headers
+/// (`x-mcp-header`), which the server checks against the body.
+struct CustomHeaders;
+
+impl Tool for CustomHeaders {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test_custom_headers",
+            title: None,
+            description: "Echoes its region; region and priority travel in Mcp-Param headers too.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "description": "A region", "x-mcp-header": "Region"},
+                    "priority": {"type": "integer", "description": "A priority", "x-mcp-header": "Priority"},
+                    "query": {"type": "string", "description": "Not mirrored"}
+                },
+                "required": ["region"]
+            }),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let region = call
+            .arguments
+            .get("region")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Ok(CallPlan::Result(CallToolResult::text(format!(
+            "Region: {region}"
+        ))))
     }
 }
 
@@ -968,7 +1006,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

@@ -213,3 +213,54 @@ fn progress_goes_on_an_sse_response_before_the_result() {
         (200, json!("text"))
     );
 }
+
+#[test]
+fn mirrored_argument_headers_must_match_the_body() {
+    let h = Harness::new();
+    let call = |region: Option<&str>, header: Option<&str>| -> (u16, Value) {
+        let mut args = json!({});
+        if let Some(r) = region {
+            args["region"] = json!(r);
+        }
+        let mut msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "test_custom_headers", "arguments": args}});
+        msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
+        let mut headers = standard_headers(&msg);
+        if let Some(v) = header {
+            headers.push(("mcp-param-region".to_owned(), v.to_owned()));
+        }
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+        (r.status, crate::support::body_json(&r))
+    };
+    let ok = |(status, v): (u16, Value)| status == 200 && v.get("result").is_some();
+    let mismatch = |(status, v): (u16, Value)| status == 400 && v["error"]["code"] == -32020;
+    assert!(ok(call(Some("eu"), Some("eu"))));
+    assert!(
+        ok(call(Some("eu"), Some("  eu "))),
+        "whitespace around the value"
+    );
+    assert!(ok(call(Some("Hello"), Some("=?base64?SGVsbG8=?="))));
+    assert!(
+        ok(call(Some("=?base64?SGVsbG8="), Some("=?base64?SGVsbG8="))),
+        "no suffix: literal"
+    );
+    assert!(ok(call(None, None)));
+    assert!(mismatch(call(Some("eu"), Some("us"))));
+    assert!(mismatch(call(Some("eu"), None)), "missing header");
+    assert!(
+        mismatch(call(None, Some("eu"))),
+        "header without its argument"
+    );
+    assert!(
+        mismatch(call(Some("Hello"), Some("=?base64?SGVsbG8?="))),
+        "bad padding"
+    );
+    assert!(
+        mismatch(call(Some("Hello"), Some("=?base64?SGVs!!!bG8=?="))),
+        "bad alphabet"
+    );
+}
