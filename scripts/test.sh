@@ -18,7 +18,7 @@ run() { # name, command...
   local rc=${PIPESTATUS[0]}
   local took=$((SECONDS - t0))
   local lines
-  lines=$(grep -E 'test result:|conformance|store contract:|wasi component:|passed|failed' "$log" | sed 's/^ *//' | grep -v 'checks passed' | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e|legacy sdk|python mcp)' || true)
+  lines=$(grep -E 'test result:|conformance|store contract:|wasi component:|passed|failed' "$log" | sed 's/^ *//' | grep -v 'checks passed' | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e|legacy sdk|python mcp|python user server)' || true)
   summary+=("[$name] exit $rc, ${took} s")
   while IFS= read -r l; do [[ -n $l ]] && summary+=("    $l"); done <<<"$lines"
   rm -f "$log"

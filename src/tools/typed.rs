@@ -147,6 +147,13 @@ pub trait SyncTool: Send + Sync + 'static {
 
     /// The answer, or a message for the model (an `isError` result).
     fn run(&self, args: Self::Args) -> Result<Self::Output, String>;
+
+    /// Like [`SyncTool::run`], with the call at hand: to report progress
+    /// ([`ToolCall::report_progress`], sent to clients that asked for it)
+    /// or to read the client's capabilities. By default [`SyncTool::run`].
+    fn run_with(&self, args: Self::Args, _call: &ToolCall<'_>) -> Result<Self::Output, String> {
+        self.run(args)
+    }
 }
 
 /// How a task starts.
@@ -339,7 +346,7 @@ impl<T: SyncTool> Tool for SyncAdapter<T> {
 
     fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
         let args = call.args::<T::Args>(T::NAME)?;
-        Ok(CallPlan::Result(match self.0.run(args) {
+        Ok(CallPlan::Result(match self.0.run_with(args, call) {
             Ok(output) => result_of(&output),
             Err(message) => CallToolResult::error(message),
         }))

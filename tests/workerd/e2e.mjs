@@ -238,7 +238,7 @@ async function outboundCapped(upstream) {
 async function starter(upstream) {
   await test('the starter Worker lists its tool and runs it to completion', async () => {
     const listed = await call('tools/list', {});
-    equal(listed.body?.result?.tools?.map((t) => t.name), ['wait_for_url'], 'tools');
+    equal(listed.body?.result?.tools?.map((t) => t.name), ['wait_for_url', 'check_urls'], 'tools');
     upstream.health.push(503, 503);
     const before = upstream.seen.length;
     const taskId = await startTask('wait_for_url', { url: `${upstream.origin}/health` });
@@ -246,6 +246,14 @@ async function starter(upstream) {
     check(t.status === 'completed', `status ${t.status}: ${JSON.stringify(t)}`);
     check(t.result.structuredContent.checks === 3, `result ${JSON.stringify(t.result)}`);
     check(upstream.seen.length - before === 3, `checks seen: ${upstream.seen.length - before}`);
+  });
+  await test('python mcp 2.3.0 reads the starter Worker\'s resource, prompt, completion and progress', async () => {
+    const venv = await runGroup('bash', ['scripts/clients-venv.sh'], { timeoutMs: 300_000 });
+    check(venv.code === 0, `clients venv: ${venv.out}`);
+    const python = venv.out.trim().split('\n').pop();
+    const r = await runGroup(python, ['tests/clients/python_user.py', server.url], { timeoutMs: 120_000 });
+    console.log(`      ${r.out.trim().split('\n').join('\n      ')}`);
+    check(r.code === 0, `python user client exited ${r.code}`);
   });
 }
 

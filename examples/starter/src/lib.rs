@@ -1,13 +1,21 @@
 //! A durable MCP server of your own. One task tool, `wait_for_url`, checks
 //! a URL until it answers 2xx (a deployment still starting, an export being
-//! prepared), backing off between checks; then the glue that deploys it as
-//! a Cloudflare Worker and as a WASI component.
+//! prepared), backing off between checks. Beside it: a synchronous tool that
+//! reports progress (`check_urls`), a resource (`starter://about`) and a
+//! prompt whose argument completes (`watch_deploy`). Then the glue that
+//! deploys it as a Cloudflare Worker and as a WASI component.
 //!
-//! Rename the tool, change its arguments, state and step: that is the whole
-//! server.
+//! Rename the tools, change their arguments, state and steps: that is the
+//! whole server.
 
-use mcp_tasks_edge::outbound::OutboundRequest;
-use mcp_tasks_edge::tools::{Start, Step, StepContext, TaskTool, ToolSet, ToolSettings, task_tool};
+use mcp_tasks_edge::outbound::{OutboundRequest, origin_of};
+use mcp_tasks_edge::prompts::{Prompt, PromptInfo, PromptMessage, PromptResult};
+use mcp_tasks_edge::protocol::content::Content;
+use mcp_tasks_edge::resources::{Vars, text_resource};
+use mcp_tasks_edge::tools::{
+    Start, Step, StepContext, SyncTool, TaskTool, ToolCall, ToolSet, ToolSettings, sync_tool,
+    task_tool,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -77,10 +85,109 @@ impl TaskTool for WaitForUrl {
     }
 }
 
-/// The server's tools. The settings are the deployment's environment
-/// (Worker variables and secrets, the component's environment variables).
+/// `check_urls`: which URLs `wait_for_url` could check, answered at once,
+/// reporting progress URL by URL.
+pub struct CheckUrls;
+
+#[derive(Deserialize, JsonSchema)]
+pub struct UrlList {
+    /// The URLs to look at.
+    urls: Vec<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Checked {
+    /// The URLs with an http(s) origin.
+    usable: Vec<String>,
+    /// The others.
+    unusable: Vec<String>,
+}
+
+impl CheckUrls {
+    fn check(&self, args: UrlList, call: Option<&ToolCall<'_>>) -> Checked {
+        let total = args.urls.len() as f64;
+        let mut out = Checked {
+            usable: Vec::new(),
+            unusable: Vec::new(),
+        };
+        for (i, url) in args.urls.into_iter().enumerate() {
+            if let Some(call) = call {
+                call.report_progress(i as f64, Some(total), Some(&url));
+            }
+            match origin_of(&url) {
+                Some(_) => out.usable.push(url),
+                None => out.unusable.push(url),
+            }
+        }
+        if let Some(call) = call {
+            call.report_progress(total, Some(total), Some("done"));
+        }
+        out
+    }
+}
+
+impl SyncTool for CheckUrls {
+    type Args = UrlList;
+    type Output = Checked;
+    const NAME: &'static str = "check_urls";
+    const DESCRIPTION: &'static str = "Says which URLs wait_for_url could check.";
+
+    fn run(&self, args: UrlList) -> Result<Checked, String> {
+        Ok(self.check(args, None))
+    }
+
+    fn run_with(&self, args: UrlList, call: &ToolCall<'_>) -> Result<Checked, String> {
+        Ok(self.check(args, Some(call)))
+    }
+}
+
+/// `watch_deploy {url}`: a prompt that asks the model to wait for a
+/// deployment; `url` completes from the usual health endpoints.
+pub struct WatchDeploy;
+
+impl Prompt for WatchDeploy {
+    fn describe(&self) -> PromptInfo {
+        PromptInfo::new(
+            "watch_deploy",
+            "Waits for a deployment to answer, then reports.",
+        )
+        .argument("url", "The deployment's health URL", true)
+    }
+
+    fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+        let url = args.get("url").map(String::as_str).unwrap_or_default();
+        Ok(PromptResult::new(vec![PromptMessage::user(Content::text(
+            format!("Use wait_for_url on {url}, then tell me how many checks it took."),
+        ))]))
+    }
+
+    fn complete(&self, _argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
+        [
+            "https://",
+            "https://localhost:8443/health",
+            "http://127.0.0.1:8080/health",
+        ]
+        .iter()
+        .filter(|u| u.starts_with(prefix))
+        .map(|u| (*u).to_owned())
+        .collect()
+    }
+}
+
+/// The server's tools, resources and prompts. The settings are the
+/// deployment's environment (Worker variables and secrets, the component's
+/// environment variables).
 pub fn tools(_settings: &dyn ToolSettings) -> Result<ToolSet, String> {
-    Ok(ToolSet::from_tools(vec![task_tool(WaitForUrl)]))
+    Ok(
+        ToolSet::from_tools(vec![task_tool(WaitForUrl), sync_tool(CheckUrls)])
+            .with_resource(text_resource(
+                "starter://about",
+                "about",
+                "text/markdown",
+                "# Starter\n\n`wait_for_url` waits for a URL to answer 2xx; `check_urls` says which URLs it could check.",
+            ))
+            .with_prompt(WatchDeploy),
+    )
 }
 
 // The deployment: a Cloudflare Worker (with its Durable Object class and
