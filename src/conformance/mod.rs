@@ -39,6 +39,7 @@ pub fn tools() -> ToolSet {
         Box::new(ContentTool::Embedded),
         Box::new(ContentTool::Mixed),
         Box::new(CustomHeaders),
+        Box::new(JsonSchema2020),
         Box::new(SlowCompute),
         Box::new(FailingJob),
         Box::new(ProtocolErrorJob),
@@ -207,6 +208,58 @@ impl Prompt for ImagePrompt {
             PromptMessage::user(png()),
             PromptMessage::user(Content::text("Please analyze the image above.")),
         ]))
+    }
+}
+
+/// `json_schema_2020_12_tool`: an input schema written by hand with JSON
+/// Schema 2020-12 features (`$defs` with `$anchor`, `$ref`, `allOf`/`anyOf`,
+/// `if`/`then`/`else`), listed exactly as written.
+struct JsonSchema2020;
+
+impl Tool for JsonSchema2020 {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "json_schema_2020_12_tool",
+            title: None,
+            description: "Tool with JSON Schema 2020-12 features",
+            input_schema: json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {
+                    "address": {
+                        "$anchor": "addressDef",
+                        "type": "object",
+                        "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+                    }
+                },
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
+                "additionalProperties": false
+            }),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        let name = call
+            .arguments
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("someone");
+        Ok(CallPlan::Result(CallToolResult::text(format!(
+            "Contact details received for {name}."
+        ))))
     }
 }
 
@@ -1006,7 +1059,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 32);
+        assert_eq!(names.len(), 33);
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);

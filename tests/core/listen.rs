@@ -149,3 +149,86 @@ fn end_by_closes_gracefully_after_one_last_poll() {
     assert_eq!(frames[1]["id"], "listen-1");
     assert_eq!(frames[1]["result"]["resultType"], "complete");
 }
+
+/// A task tool that counts to `n`, one step a second, saying how far it is.
+struct CountTo;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CountArgs {
+    n: u32,
+}
+
+impl mcp_tasks_edge::tools::TaskTool for CountTo {
+    type Args = CountArgs;
+    type State = u32;
+    type Output = String;
+    const NAME: &'static str = "count_to";
+    const DESCRIPTION: &'static str = "Counts to n, one step a second.";
+
+    fn start(&self, _args: &CountArgs) -> mcp_tasks_edge::tools::Start<u32> {
+        mcp_tasks_edge::tools::Start::now(0).message("Starting.")
+    }
+
+    async fn step(
+        &self,
+        args: CountArgs,
+        done: u32,
+        _cx: &mcp_tasks_edge::tools::StepContext<'_>,
+    ) -> mcp_tasks_edge::tools::Step<u32, String> {
+        let done = done + 1;
+        if done >= args.n {
+            return mcp_tasks_edge::tools::Step::Done(format!("Counted to {done}."));
+        }
+        mcp_tasks_edge::tools::Step::Continue {
+            state: done,
+            wake_in_ms: 1_000,
+            message: Some(format!("Counted {done} of {}.", args.n)),
+        }
+    }
+}
+
+#[test]
+fn a_task_tools_progress_shows_in_its_status_message_and_on_listen_streams() {
+    let h = Harness::new().with_server(|s| {
+        let store = s.store().clone();
+        let config = s.config().clone();
+        mcp_tasks_edge::server::Server::new(
+            store,
+            config,
+            mcp_tasks_edge::tools::ToolSet::from_tools(vec![mcp_tasks_edge::tools::task_tool(
+                CountTo,
+            )]),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    let task = h.start("count_to", json!({"n": 3}));
+    assert_eq!(h.get(&task)["statusMessage"], "Starting.");
+    let (_, mut stream) = open(&h, json!([task]));
+    let mut messages = Vec::new();
+    let mut drain = |messages: &mut Vec<Value>| {
+        while let Next::Send(b) = block_on(stream.next(&h.server, h.now.get())) {
+            let f = frame_json(&b);
+            if f["method"] == "notifications/tasks" {
+                messages.push(f["params"]["statusMessage"].clone());
+            }
+        }
+    };
+    drain(&mut messages);
+    for _ in 0..3 {
+        h.tick();
+        h.advance(1_000);
+        drain(&mut messages);
+    }
+    assert_eq!(
+        messages,
+        [
+            json!("Starting."),
+            json!("Counted 1 of 3."),
+            json!("Counted 2 of 3."),
+            json!("The task completed.")
+        ],
+        "each step's message, then the completed snapshot"
+    );
+    assert_eq!(h.get(&task)["status"], "completed");
+}
