@@ -14,14 +14,44 @@ use crate::tools::ToolSet;
 /// Most completion values in one answer (the protocol's limit).
 const MAX_COMPLETIONS: usize = 100;
 
-/// These lists have a single page.
-fn single_page(cursor: Option<&str>) -> Result<(), RpcError> {
-    match cursor {
-        Some(_) => Err(RpcError::invalid_params(
-            "Invalid cursor: this list has a single page.",
-        )),
-        None => Ok(()),
+/// Entries per page of `resources/list`, `resources/templates/list` and
+/// `prompts/list`.
+pub(crate) const PAGE: usize = 100;
+
+/// One page of `items` after `cursor` (opaque to clients: the position of
+/// the page, in a list whose order is fixed for a deployment), and the
+/// cursor of the next page if there is one. A cursor this server did not
+/// issue is -32602.
+fn page<T>(items: Vec<T>, cursor: Option<&str>) -> Result<(Vec<T>, Option<String>), RpcError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => crate::crypto::b64url_decode(c)
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|t| {
+                t.strip_prefix("page:")
+                    .and_then(|n| n.parse::<usize>().ok())
+            })
+            .filter(|n| *n > 0 && *n < items.len())
+            .ok_or_else(|| {
+                RpcError::invalid_params("Invalid cursor: it was not issued by this server.")
+            })?,
+    };
+    let total = items.len();
+    let end = start.saturating_add(PAGE).min(total);
+    let next = (end < total).then(|| crate::crypto::b64url(format!("page:{end}").as_bytes()));
+    Ok((
+        items.into_iter().skip(start).take(end - start).collect(),
+        next,
+    ))
+}
+
+/// A list result `{key: [...], "nextCursor"?}`.
+fn listed<T: serde::Serialize>(key: &str, (items, next): (Vec<T>, Option<String>)) -> Value {
+    let mut v = json!({ key: items });
+    if let (Some(next), Value::Object(map)) = (next, &mut v) {
+        map.insert("nextCursor".into(), Value::from(next));
     }
+    v
 }
 
 #[derive(Deserialize)]
@@ -30,18 +60,16 @@ pub(crate) struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// `resources/list`: `{"resources": [...]}`.
+/// `resources/list`: `{"resources": [...], "nextCursor"?}`.
 pub(crate) fn resources_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    single_page(p.cursor.as_deref())?;
-    let list: Vec<_> = set.resources().map(|r| r.describe()).collect();
-    Ok(json!({ "resources": list }))
+    let all: Vec<_> = set.resources().map(|r| r.describe()).collect();
+    Ok(listed("resources", page(all, p.cursor.as_deref())?))
 }
 
-/// `resources/templates/list`: `{"resourceTemplates": [...]}`.
+/// `resources/templates/list`: `{"resourceTemplates": [...], "nextCursor"?}`.
 pub(crate) fn templates_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    single_page(p.cursor.as_deref())?;
-    let list: Vec<_> = set.templates().map(|t| t.describe()).collect();
-    Ok(json!({ "resourceTemplates": list }))
+    let all: Vec<_> = set.templates().map(|t| t.describe()).collect();
+    Ok(listed("resourceTemplates", page(all, p.cursor.as_deref())?))
 }
 
 #[derive(Deserialize)]
@@ -84,11 +112,10 @@ pub(crate) fn resources_read(set: &ToolSet, p: &ReadParams) -> Result<Value, Rpc
     Ok(json!({ "contents": [contents] }))
 }
 
-/// `prompts/list`: `{"prompts": [...]}`.
+/// `prompts/list`: `{"prompts": [...], "nextCursor"?}`.
 pub(crate) fn prompts_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    single_page(p.cursor.as_deref())?;
-    let list: Vec<_> = set.prompts().map(|p| p.describe()).collect();
-    Ok(json!({ "prompts": list }))
+    let all: Vec<_> = set.prompts().map(|p| p.describe()).collect();
+    Ok(listed("prompts", page(all, p.cursor.as_deref())?))
 }
 
 #[derive(Deserialize)]
@@ -208,4 +235,55 @@ pub(crate) fn complete(set: &ToolSet, p: &CompleteParams) -> Result<Value, RpcEr
         "total": total,
         "hasMore": total > MAX_COMPLETIONS,
     }}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::text_resource;
+
+    #[test]
+    fn long_lists_come_in_pages_with_opaque_cursors() {
+        let set = (0..250).fold(ToolSet::empty(), |set, i| {
+            set.with_resource(text_resource(format!("r://{i:03}"), "r", "text/plain", "x"))
+        });
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let v = resources_list(
+                &set,
+                &ListParams {
+                    cursor: cursor.clone(),
+                },
+            )
+            .unwrap();
+            let page = v["resources"].as_array().unwrap();
+            assert!(page.len() <= PAGE);
+            seen.extend(page.iter().map(|r| r["uri"].as_str().unwrap().to_owned()));
+            match v.get("nextCursor").and_then(Value::as_str) {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..250).map(|i| format!("r://{i:03}")).collect();
+        assert_eq!(seen, want);
+        for bad in ["x", "cGFnZTow", "cGFnZTo5OTk"] {
+            let e = resources_list(
+                &set,
+                &ListParams {
+                    cursor: Some(bad.into()),
+                },
+            )
+            .unwrap_err();
+            assert_eq!(e.code, -32602, "{bad}");
+        }
+        // A short list has no cursor.
+        let one = ToolSet::empty().with_resource(text_resource("a://", "a", "t", "x"));
+        assert!(
+            resources_list(&one, &ListParams { cursor: None })
+                .unwrap()
+                .get("nextCursor")
+                .is_none()
+        );
+    }
 }

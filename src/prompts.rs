@@ -27,7 +27,9 @@
 //! assert!(ToolSet::empty().with_prompt(Review).prompt("review").is_some());
 //! ```
 
+use schemars::JsonSchema;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::protocol::content::Content;
@@ -181,5 +183,114 @@ pub trait Prompt: Send + Sync + 'static {
     /// arguments the client already chose.
     fn complete(&self, _argument: &str, _prefix: &str, _context: &Vars) -> Vec<String> {
         Vec::new()
+    }
+}
+
+/// A prompt whose arguments are a serde type (fields of type `String` or
+/// `Option<String>`: prompt arguments are strings). Its arguments, their
+/// descriptions (the fields' doc comments) and which are required are
+/// generated from the type (listed required first, each group by name);
+/// register it with [`typed_prompt`].
+///
+/// ```
+/// use mcp_tasks_edge::prompts::{PromptMessage, TypedPrompt, typed_prompt};
+/// use mcp_tasks_edge::protocol::content::Content;
+/// use mcp_tasks_edge::tools::ToolSet;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args {
+///     /// The language of the code.
+///     language: String,
+///     /// What to look at first.
+///     focus: Option<String>,
+/// }
+///
+/// struct Review;
+/// impl TypedPrompt for Review {
+///     type Args = Args;
+///     const NAME: &'static str = "review";
+///     const DESCRIPTION: &'static str = "Asks for a code review.";
+///     fn messages(&self, args: Args) -> Result<Vec<PromptMessage>, String> {
+///         let focus = args.focus.unwrap_or_else(|| "correctness".into());
+///         Ok(vec![PromptMessage::user(Content::text(format!(
+///             "Review this {} code, {focus} first.", args.language
+///         )))])
+///     }
+/// }
+///
+/// let set = ToolSet::empty().with_prompt(typed_prompt(Review));
+/// let info = set.prompt("review").unwrap().describe();
+/// assert_eq!(info.arguments[0].name, "language");
+/// assert!(info.arguments[0].required && !info.arguments[1].required);
+/// ```
+pub trait TypedPrompt: Send + Sync + 'static {
+    type Args: DeserializeOwned + JsonSchema;
+    const NAME: &'static str;
+    const TITLE: Option<&'static str> = None;
+    const DESCRIPTION: &'static str;
+
+    /// The messages; an error is a sentence for the client (-32602).
+    fn messages(&self, args: Self::Args) -> Result<Vec<PromptMessage>, String>;
+
+    /// Values for `argument` that start with `prefix`.
+    fn complete(&self, _argument: &str, _prefix: &str, _context: &Vars) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Registers a [`TypedPrompt`].
+pub fn typed_prompt<P: TypedPrompt>(prompt: P) -> impl Prompt {
+    TypedAdapter(prompt)
+}
+
+struct TypedAdapter<P>(P);
+
+impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
+    fn describe(&self) -> PromptInfo {
+        let schema = crate::tools::schema_of::<P::Args>();
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut arguments: Vec<PromptArgument> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, p)| PromptArgument {
+                        name: name.clone(),
+                        description: p
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        required: required.contains(&name.as_str()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Required first; within each group, by name (the schema's order).
+        arguments.sort_by_key(|a| !a.required);
+        PromptInfo {
+            name: P::NAME.to_owned(),
+            title: P::TITLE.map(str::to_owned),
+            description: Some(P::DESCRIPTION.to_owned()),
+            arguments,
+        }
+    }
+
+    fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+        let object: Map<String, Value> = args
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect();
+        let typed: P::Args = serde_json::from_value(Value::Object(object))
+            .map_err(|e| crate::error::truncate(&e.to_string(), 200).to_owned())?;
+        self.0.messages(typed).map(PromptResult::new)
+    }
+
+    fn complete(&self, argument: &str, prefix: &str, context: &Vars) -> Vec<String> {
+        self.0.complete(argument, prefix, context)
     }
 }

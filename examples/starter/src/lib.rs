@@ -9,7 +9,7 @@
 //! whole server.
 
 use mcp_tasks_edge::outbound::{OutboundRequest, origin_of};
-use mcp_tasks_edge::prompts::{Prompt, PromptInfo, PromptMessage, PromptResult};
+use mcp_tasks_edge::prompts::{PromptMessage, TypedPrompt, typed_prompt};
 use mcp_tasks_edge::protocol::content::Content;
 use mcp_tasks_edge::resources::{Vars, text_resource};
 use mcp_tasks_edge::tools::{
@@ -145,20 +145,22 @@ impl SyncTool for CheckUrls {
 /// deployment; `url` completes from the usual health endpoints.
 pub struct WatchDeploy;
 
-impl Prompt for WatchDeploy {
-    fn describe(&self) -> PromptInfo {
-        PromptInfo::new(
-            "watch_deploy",
-            "Waits for a deployment to answer, then reports.",
-        )
-        .argument("url", "The deployment's health URL", true)
-    }
+#[derive(Deserialize, JsonSchema)]
+pub struct DeployArgs {
+    /// The deployment's health URL.
+    url: String,
+}
 
-    fn get(&self, args: &Vars) -> Result<PromptResult, String> {
-        let url = args.get("url").map(String::as_str).unwrap_or_default();
-        Ok(PromptResult::new(vec![PromptMessage::user(Content::text(
-            format!("Use wait_for_url on {url}, then tell me how many checks it took."),
-        ))]))
+impl TypedPrompt for WatchDeploy {
+    type Args = DeployArgs;
+    const NAME: &'static str = "watch_deploy";
+    const DESCRIPTION: &'static str = "Waits for a deployment to answer, then reports.";
+
+    fn messages(&self, args: DeployArgs) -> Result<Vec<PromptMessage>, String> {
+        Ok(vec![PromptMessage::user(Content::text(format!(
+            "Use wait_for_url on {}, then tell me how many checks it took.",
+            args.url
+        )))])
     }
 
     fn complete(&self, _argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
@@ -186,7 +188,7 @@ pub fn tools(_settings: &dyn ToolSettings) -> Result<ToolSet, String> {
                 "text/markdown",
                 "# Starter\n\n`wait_for_url` waits for a URL to answer 2xx; `check_urls` says which URLs it could check.",
             ))
-            .with_prompt(WatchDeploy),
+            .with_prompt(typed_prompt(WatchDeploy)),
     )
 }
 
