@@ -47,11 +47,14 @@ async fn the_starter_component_waits_for_a_url() {
     assert_eq!(up.seen().len(), 3);
 }
 
+/// Progress reports seen: (progress, total).
+type Seen = Arc<std::sync::Mutex<Vec<(f64, Option<f64>)>>>;
+
 /// Collects the progress notifications rmcp hands to its client handler.
 #[derive(Clone)]
 struct ProgressCollector {
     config: rmcp::model::ClientConfig,
-    seen: Arc<std::sync::Mutex<Vec<(f64, Option<f64>)>>>,
+    seen: Seen,
 }
 
 impl rmcp::ClientHandler for ProgressCollector {
@@ -99,7 +102,7 @@ async fn rmcp_reads_the_starters_resource_prompt_completion_and_progress() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host = crate::serve::start(rt, listener, true).unwrap();
 
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen: Seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let handler = ProgressCollector {
         config: rmcp::model::ClientConfig::new(
             ClientCapabilities::builder().build(),
