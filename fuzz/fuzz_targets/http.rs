@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use mcp_tasks_edge::auth::{Auth, JwtAuth};
@@ -41,10 +41,17 @@ fn server(jwt: bool) -> Server<Arc<MemoryStore>> {
     }
 }
 
-static SERVERS: OnceLock<(Server<Arc<MemoryStore>>, Server<Arc<MemoryStore>>)> = OnceLock::new();
+thread_local! {
+    // The server is not `Sync` (it lends steps the runtime's outbound HTTP
+    // and settings); the fuzzer runs its inputs on one thread.
+    static SERVERS: (Server<Arc<MemoryStore>>, Server<Arc<MemoryStore>>) = (server(false), server(true));
+}
 
 fuzz_target!(|data: &[u8]| {
-    let (open, jwt) = SERVERS.get_or_init(|| (server(false), server(true)));
+    SERVERS.with(|(open, jwt)| run(open, jwt, data));
+});
+
+fn run(open: &Server<Arc<MemoryStore>>, jwt: &Server<Arc<MemoryStore>>, data: &[u8]) {
     // Layout: [selector][header lines...]\0[body]
     let (&selector, rest) = match data.split_first() {
         Some(x) => x,
@@ -86,11 +93,11 @@ fuzz_target!(|data: &[u8]| {
     assert!(resp.status != 500 || resp.trace.error == Some(-32603), "a 500 for input");
     if let HttpBody::Events(mut stream) = resp.body {
         for _ in 0..4 {
-            match block_on(stream.next(server.store(), now)) {
+            match block_on(stream.next(server, now)) {
                 mcp_tasks_edge::http::Next::End => break,
                 _ => {}
             }
         }
     }
     block_on(server.tick(now + 2_000));
-});
+}

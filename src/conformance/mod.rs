@@ -18,9 +18,11 @@ use crate::resources::{
     ResourceInfo, ResourceTemplate, StaticResource, TemplateInfo, Vars, text_resource,
 };
 use crate::tools::{
-    CallError, CallPlan, Requirements, Start, Step, StepContext, StepFuture, StepOutcome, SyncTool,
-    TaskStart, TaskSupport, TaskTool, Tool, ToolCall, ToolSet, form_schema, sync_tool, task_tool,
+    CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, SyncTool, TaskStart,
+    TaskSupport, Tool, ToolCall, ToolSet, form_schema, sync_tool,
 };
+#[cfg(target_arch = "wasm32")]
+use crate::tools::{Start, Step, TaskTool, task_tool};
 
 /// Every fixture tool, `greet` first.
 pub fn tools() -> ToolSet {
@@ -46,7 +48,6 @@ pub fn tools() -> ToolSet {
         Box::new(ConfirmDelete),
         Box::new(MultiInput),
         Box::new(TestToolWithTask),
-        task_tool(TrapStep),
     ])
     .with_resource(
         text_resource(
@@ -74,6 +75,16 @@ pub fn tools() -> ToolSet {
     .with_prompt(ImagePrompt)
     .with_prompt(mrtr::ContextPrompt)
     .and(mrtr::tools())
+    .and(poison())
+}
+
+/// `trap_step`, only where a trap ends the instance rather than the process
+/// (a component): in a native process it would abort the process.
+fn poison() -> ToolSet {
+    #[cfg(target_arch = "wasm32")]
+    return ToolSet::from_tools(vec![task_tool(TrapStep)]);
+    #[cfg(not(target_arch = "wasm32"))]
+    ToolSet::empty()
 }
 
 /// The 1x1 PNG the suite's reference server uses.
@@ -1018,6 +1029,7 @@ impl Tool for WithProgress {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 /// `trap_step`: a poison task for the runner's tests. Every step aborts
 /// (on wasm: traps the instance, like a panic with `panic = "abort"`), so
 /// the task must fail after the maximum number of attempts while other
@@ -1027,6 +1039,7 @@ struct TrapStep;
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct NoArgs {}
 
+#[cfg(target_arch = "wasm32")]
 impl TaskTool for TrapStep {
     type Args = NoArgs;
     type State = ();
@@ -1059,7 +1072,7 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 33);
+        assert_eq!(names.len(), 32, "trap_step is registered in components only");
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);
