@@ -1072,7 +1072,11 @@ mod tests {
             names[0], "greet",
             "a tool that answers any call comes first"
         );
-        assert_eq!(names.len(), 32, "trap_step is registered in components only");
+        assert_eq!(
+            names.len(),
+            32,
+            "trap_step is registered in components only"
+        );
         for d in set.descriptors() {
             let s = &d.input_schema;
             assert_eq!(s["type"], "object", "{}", d.name);
