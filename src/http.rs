@@ -42,20 +42,10 @@ impl<'a> HttpRequest<'a> {
         self.header_values(name).next()
     }
 
-    /// A header that must appear at most once with a valid value: absent,
-    /// present (trimmed of optional whitespace), or invalid.
+    /// A header that must appear at most once with a valid value (see
+    /// [`crate::server`]'s mirroring rules).
     fn mirrored(&self, name: &str) -> HeaderValue<'a> {
-        let mut values = self.header_values(name).map(str::trim);
-        let Some(first) = values.next() else {
-            return HeaderValue::Absent;
-        };
-        let valid = first
-            .bytes()
-            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
-        if !valid || values.any(|v| v != first) {
-            return HeaderValue::Invalid;
-        }
-        HeaderValue::Present(first)
+        crate::server::mirrored(self.headers, name)
     }
 }
 

@@ -77,18 +77,7 @@ impl Mirror<'_> {
 
     /// The mirrored value of header `name`, as [`HeaderValue`].
     fn header(&self, name: &str) -> HeaderValue<'_> {
-        let mut values = self
-            .headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim());
-        let Some(first) = values.next() else {
-            return HeaderValue::Absent;
-        };
-        if values.any(|v| v != first) {
-            return HeaderValue::Invalid;
-        }
-        HeaderValue::Present(first)
+        mirrored(self.headers, name)
     }
 
     /// Each argument whose schema carries `x-mcp-header: "Name"` must come
@@ -162,6 +151,26 @@ impl Mirror<'_> {
     }
 }
 
+/// A header that must appear at most once with a valid value: absent,
+/// present (trimmed of optional whitespace), or invalid (repeated with
+/// different values, or holding characters a header value may not contain).
+pub(crate) fn mirrored<'a>(headers: &'a [(String, String)], name: &str) -> HeaderValue<'a> {
+    let mut values = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim());
+    let Some(first) = values.next() else {
+        return HeaderValue::Absent;
+    };
+    let valid = first
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
+    if !valid || values.any(|v| v != first) {
+        return HeaderValue::Invalid;
+    }
+    HeaderValue::Present(first)
+}
+
 /// Decodes the `=?base64?...?=` form of a header value; other values are
 /// returned as they are. A malformed sentinel decodes to `None`.
 fn decode_sentinel(v: &str) -> Option<String> {
@@ -202,7 +211,7 @@ pub struct Trace {
 impl Trace {
     /// Converts a task-domain error for the client, keeping what the
     /// operator needs to know.
-    fn task_error(&mut self, e: TaskError) -> RpcError {
+    pub(crate) fn task_error(&mut self, e: TaskError) -> RpcError {
         if let Some(detail) = e.log_detail() {
             self.detail = Some(detail.to_owned());
         }

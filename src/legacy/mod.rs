@@ -350,7 +350,7 @@ async fn dispatch<S: Store>(
             service
                 .cancel(&lc.ctx.owner, &p.task_id, lc.ctx.now)
                 .await
-                .map_err(|e| trace_task_error(trace, e))?;
+                .map_err(|e| trace.task_error(e))?;
             let after = own_task(server, lc, &p.task_id).await?;
             trace.task_id = Some(p.task_id);
             json(&task_object(&after))
@@ -401,13 +401,6 @@ async fn dispatch<S: Store>(
             format!("Method not found: {}", truncate(method, 64)),
         )),
     }
-}
-
-fn trace_task_error(trace: &mut Trace, e: crate::tasks::TaskError) -> RpcError {
-    if let Some(detail) = e.log_detail() {
-        trace.detail = Some(detail.to_owned());
-    }
-    e.into()
 }
 
 fn params<T: serde::de::DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
@@ -596,7 +589,7 @@ async fn tools_call<S: Store>(
             TaskService::new(server.store(), server.server_info())
                 .complete(&lc.ctx.owner, &record.id, &result, lc.ctx.now)
                 .await
-                .map_err(|e| trace_task_error(trace, e))?;
+                .map_err(|e| trace.task_error(e))?;
             let snapshot = own_task(server, lc, &record.id).await?;
             Ok(Answer::Json(result_bytes(
                 id,
