@@ -21,7 +21,7 @@ use crate::protocol::jsonrpc::{
 };
 use crate::protocol::meta::{ClientCapabilities, MetaOnly};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
-use crate::protocol::tools::{CallToolParams, ListToolsParams};
+use crate::protocol::tools::{CallToolParams, InputRequests, ListToolsParams};
 use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
 use crate::store::Store;
 use crate::tasks::record::TaskRecord;
@@ -618,17 +618,7 @@ impl<S: Store> Server<S> {
         // caller, like a tool's.
         let bound = format!("prompt:{}", p.name);
         let arguments = p.arguments.clone().unwrap_or_default();
-        let verified = match &p.request_state {
-            Some(state) => Some(mrtr::verify(
-                &self.config.state_secret,
-                &c.ctx.owner,
-                &bound,
-                &arguments,
-                state,
-                c.ctx.now,
-            )?),
-            None => None,
-        };
+        let verified = self.verify_round(c.ctx, &bound, &arguments, p.request_state.as_deref())?;
         let round = PromptRound {
             capabilities: c.caps,
             input_responses: verified.as_ref().and(p.input_responses.as_ref()),
@@ -641,27 +631,13 @@ impl<S: Store> Server<S> {
             PromptPlan::InputRequired {
                 requests,
                 round_state,
-            } => {
-                let expires = c
-                    .ctx
-                    .now
-                    .saturating_add(self.config.request_state_ttl_ms as i64);
-                let state = mrtr::sign(
-                    &self.config.state_secret,
-                    self.ids.as_ref(),
-                    &c.ctx.owner,
-                    &bound,
-                    &arguments,
-                    round_state,
-                    expires,
-                )?;
-                Ok(c.json(&json!({
-                    "resultType": result_type::INPUT_REQUIRED,
-                    "inputRequests": requests,
-                    "requestState": state,
-                    "_meta": self.result_meta,
-                })))
-            }
+            } => Ok(c.json(&self.input_required(
+                c.ctx,
+                &bound,
+                &arguments,
+                &requests,
+                round_state,
+            )?)),
         }
     }
 
@@ -787,17 +763,7 @@ impl<S: Store> Server<S> {
     ) -> Result<Value, RpcError> {
         let (name, tool) = self.tool_for(&p.name, caps, trace)?;
         let arguments = p.arguments.unwrap_or_default();
-        let verified = match &p.request_state {
-            Some(state) => Some(mrtr::verify(
-                &self.config.state_secret,
-                &ctx.owner,
-                &p.name,
-                &arguments,
-                state,
-                ctx.now,
-            )?),
-            None => None,
-        };
+        let verified = self.verify_round(ctx, &p.name, &arguments, p.request_state.as_deref())?;
         let call = ToolCall {
             arguments: &arguments,
             capabilities: caps,
@@ -821,26 +787,7 @@ impl<S: Store> Server<S> {
             CallPlan::InputRequired {
                 requests,
                 round_state,
-            } => {
-                let expires = ctx
-                    .now
-                    .saturating_add(self.config.request_state_ttl_ms as i64);
-                let state = mrtr::sign(
-                    &self.config.state_secret,
-                    self.ids.as_ref(),
-                    &ctx.owner,
-                    &p.name,
-                    &arguments,
-                    round_state,
-                    expires,
-                )?;
-                Ok(json!({
-                    "resultType": result_type::INPUT_REQUIRED,
-                    "inputRequests": requests,
-                    "requestState": state,
-                    "_meta": self.result_meta,
-                }))
-            }
+            } => self.input_required(ctx, &p.name, &arguments, &requests, round_state),
             CallPlan::Task(start) => {
                 if !caps.has_tasks() {
                     return Err(RpcError::tasks_extension_required());
@@ -870,6 +817,60 @@ impl<S: Store> Server<S> {
                     .map_err(|_| RpcError::internal("Internal error: a task could not be encoded."))
             }
         }
+    }
+
+    /// The verified data of a multi round-trip retry's `requestState`, bound
+    /// to `bound` (a tool's name, or `prompt:<name>`), the arguments and the
+    /// caller; `None` on a first call.
+    fn verify_round(
+        &self,
+        ctx: &RequestContext,
+        bound: &str,
+        arguments: &Map<String, Value>,
+        state: Option<&str>,
+    ) -> Result<Option<mrtr::Verified>, RpcError> {
+        state
+            .map(|state| {
+                mrtr::verify(
+                    &self.config.state_secret,
+                    &ctx.owner,
+                    bound,
+                    arguments,
+                    state,
+                    ctx.now,
+                )
+            })
+            .transpose()
+    }
+
+    /// An `input_required` result: the requests, and the round's data signed
+    /// into `requestState` with the same binding [`Self::verify_round`] checks.
+    fn input_required(
+        &self,
+        ctx: &RequestContext,
+        bound: &str,
+        arguments: &Map<String, Value>,
+        requests: &InputRequests,
+        round_state: Value,
+    ) -> Result<Value, RpcError> {
+        let expires = ctx
+            .now
+            .saturating_add(self.config.request_state_ttl_ms as i64);
+        let state = mrtr::sign(
+            &self.config.state_secret,
+            self.ids.as_ref(),
+            &ctx.owner,
+            bound,
+            arguments,
+            round_state,
+            expires,
+        )?;
+        Ok(json!({
+            "resultType": result_type::INPUT_REQUIRED,
+            "inputRequests": requests,
+            "requestState": state,
+            "_meta": self.result_meta,
+        }))
     }
 
     /// The tool called `name`, once the client's capabilities meet what it
