@@ -537,17 +537,9 @@ impl<S: Store> Server<S> {
                 trace,
             )
             .await?;
-        let reports = progress.take();
-        match token {
-            Some(token) if !reports.is_empty() => {
-                let mut frames: Vec<Vec<u8>> = reports
-                    .into_iter()
-                    .map(|r| progress_notification(&token, r))
-                    .collect();
-                frames.push(result_bytes(c.id, &result));
-                Ok(Outcome::Frames(frames))
-            }
-            _ => Ok(c.json(&result)),
+        match progress_frames(token.as_ref(), &progress, || result_bytes(c.id, &result)) {
+            Some(frames) => Ok(Outcome::Frames(frames)),
+            None => Ok(c.json(&result)),
         }
     }
 
@@ -644,12 +636,8 @@ impl<S: Store> Server<S> {
     fn resources_read(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
         let p: catalog::ReadParams = c.params()?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.uri, true)?;
-        let mut result = self.complete(catalog::resources_read(&self.tools, &p)?);
         // A read is not cached: a resource may change at any time.
-        if let Value::Object(map) = &mut result {
-            map.insert("ttlMs".into(), Value::from(0));
-            map.insert("cacheScope".into(), Value::from("private"));
-        }
+        let result = self.cached(catalog::resources_read(&self.tools, &p)?, 0, "private");
         Ok(c.json(&result))
     }
 
@@ -743,12 +731,16 @@ impl<S: Store> Server<S> {
 
     /// A complete, cacheable list result. Nothing listed here depends on
     /// who asks, so the scope is public.
-    fn cacheable(&self, mut v: Value) -> Value {
+    fn cacheable(&self, v: Value) -> Value {
+        self.cached(v, self.config.list_ttl_ms, "public")
+    }
+
+    /// A complete result with cache hints.
+    fn cached(&self, v: Value, ttl_ms: u64, scope: &str) -> Value {
+        let mut v = self.complete(v);
         if let Value::Object(map) = &mut v {
-            map.insert("resultType".into(), Value::from(result_type::COMPLETE));
-            map.insert("ttlMs".into(), Value::from(self.config.list_ttl_ms));
-            map.insert("cacheScope".into(), Value::from("public"));
-            map.insert("_meta".into(), self.result_meta.clone());
+            map.insert("ttlMs".into(), Value::from(ttl_ms));
+            map.insert("cacheScope".into(), Value::from(scope));
         }
         v
     }
@@ -979,12 +971,33 @@ pub(crate) fn progress_token(raw_params: &str) -> Option<Value> {
 }
 
 /// A `notifications/progress` message for `token`.
-pub(crate) fn progress_notification(token: &Value, report: ProgressReport) -> Vec<u8> {
+fn progress_notification(token: &Value, report: ProgressReport) -> Vec<u8> {
     let mut params = serde_json::to_value(report).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut params {
         map.insert("progressToken".into(), token.clone());
     }
     notification_bytes(methods::NOTIFICATION_PROGRESS, &params)
+}
+
+/// The frames of a response that carries progress: each report as a
+/// `notifications/progress` for `token`, then `response`. `None` when the
+/// client sent no token or the call reported nothing (a plain response).
+pub(crate) fn progress_frames(
+    token: Option<&Value>,
+    progress: &Progress,
+    response: impl FnOnce() -> Vec<u8>,
+) -> Option<Vec<Vec<u8>>> {
+    let token = token?;
+    let reports = progress.take();
+    if reports.is_empty() {
+        return None;
+    }
+    let mut frames: Vec<Vec<u8>> = reports
+        .into_iter()
+        .map(|r| progress_notification(token, r))
+        .collect();
+    frames.push(response());
+    Some(frames)
 }
 
 /// A `tasks/get` response around a stored snapshot, without parsing it:

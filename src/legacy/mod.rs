@@ -551,7 +551,6 @@ async fn tools_call<S: Store>(
         now: lc.ctx.now,
         progress: token.is_some().then_some(&progress),
     });
-    let reports = progress.take();
     let plan = match plan {
         Ok(plan) => plan,
         Err(CallError::InvalidArguments(why)) => {
@@ -596,17 +595,13 @@ async fn tools_call<S: Store>(
                 &json!({ "task": task_object(&snapshot) }),
             )))
         }
-        CallPlan::Result(result) => match token {
-            Some(token) if !reports.is_empty() => {
-                let mut frames: Vec<Vec<u8>> = reports
-                    .into_iter()
-                    .map(|r| crate::server::progress_notification(&token, r))
-                    .collect();
-                frames.push(result_bytes(id, &result));
-                Ok(Answer::Frames(frames))
+        CallPlan::Result(result) => {
+            let response = || result_bytes(id, &result);
+            match crate::server::progress_frames(token.as_ref(), &progress, response) {
+                Some(frames) => Ok(Answer::Frames(frames)),
+                None => Ok(Answer::Json(response())),
             }
-            _ => Ok(Answer::Json(result_bytes(id, &result))),
-        },
+        }
         CallPlan::InputRequired {
             requests,
             round_state,
