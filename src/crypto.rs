@@ -33,10 +33,18 @@ pub fn hmac_verify(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
     mac_over(key, parts).verify_slice(tag).is_ok()
 }
 
-/// Constant-time check of a tag that is the first `tag.len()` bytes (at
-/// least 16) of [`hmac_sha256`] over `parts`.
-pub fn hmac_verify_truncated(key: &[u8], parts: &[&[u8]], tag: &[u8]) -> bool {
-    tag.len() >= 16 && mac_over(key, parts).verify_truncated_left(tag).is_ok()
+/// A short tag for tokens: the first 16 bytes of [`hmac_sha256`] over
+/// `parts`, base64url.
+pub fn short_tag(key: &[u8], parts: &[&[u8]]) -> String {
+    b64url(hmac_sha256(key, parts).get(..16).unwrap_or_default())
+}
+
+/// Constant-time check of a [`short_tag`] (any tag of at least 16 bytes
+/// that is a prefix of the MAC).
+pub fn short_tag_matches(key: &[u8], parts: &[&[u8]], tag: &str) -> bool {
+    b64url_decode(tag).is_some_and(|tag| {
+        tag.len() >= 16 && mac_over(key, parts).verify_truncated_left(&tag).is_ok()
+    })
 }
 
 /// HMAC-SHA-256 over `data` as it is (JWS HS256).

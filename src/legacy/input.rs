@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::crypto::{b64url, b64url_decode, hmac_sha256, hmac_verify_truncated};
+use crate::crypto::{b64url, b64url_decode, short_tag, short_tag_matches};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -70,32 +70,17 @@ fn with_parts<R>(
 /// The request id for input `key` of `target`, asked of `owner`.
 pub fn request_id(secret: &[u8], owner: &Owner, target: &Target, key: &str) -> String {
     let (kind, target) = target.parts();
-    let mac = with_parts(owner, kind, target, key, |p| hmac_sha256(secret, p));
-    format!(
-        "{PREFIX}.{kind}.{target}.{}.{}",
-        b64url(key.as_bytes()),
-        b64url(&mac[..16])
-    )
+    let tag = with_parts(owner, kind, target, key, |p| short_tag(secret, p));
+    format!("{PREFIX}.{kind}.{target}.{}.{tag}", b64url(key.as_bytes()))
 }
 
 /// The target and input key `id` stands for, if this server made it for
 /// `owner`.
 pub fn parse_id(secret: &[u8], owner: &Owner, id: &str) -> Option<(Target, String)> {
-    let mut parts = id.split('.');
-    let (Some(PREFIX), Some(kind), Some(target), Some(key), Some(tag), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return None;
-    };
+    let [kind, target, key, tag] = super::token_fields(id, PREFIX)?;
     let key = String::from_utf8(b64url_decode(key)?).ok()?;
-    let tag = b64url_decode(tag)?;
     if !with_parts(owner, kind, target, &key, |p| {
-        hmac_verify_truncated(secret, p, &tag)
+        short_tag_matches(secret, p, tag)
     }) {
         return None;
     }

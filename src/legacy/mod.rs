@@ -97,6 +97,17 @@ pub const TASK_STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 /// Tasks per `tasks/list` page.
 const PAGE: usize = 50;
 
+/// The four fields of a token `<prefix>.<a>.<b>.<c>.<d>` (sessions and the
+/// ids of requests this adapter sends), if it has that shape.
+fn token_fields<'t>(token: &'t str, prefix: &str) -> Option<[&'t str; 4]> {
+    let mut parts = token.split('.');
+    if parts.next() != Some(prefix) {
+        return None;
+    }
+    let fields = [parts.next()?, parts.next()?, parts.next()?, parts.next()?];
+    parts.next().is_none().then_some(fields)
+}
+
 /// Whether this request is for the 2025-11-25 adapter (see the module
 /// documentation for the rule).
 pub fn claims(req: &HttpRequest<'_>) -> bool {

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::crypto::{b64url, b64url_decode, hmac_sha256, hmac_verify_truncated};
+use crate::crypto::{b64url, short_tag, short_tag_matches};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -111,33 +111,19 @@ pub fn issue(
     let mut nonce = [0u8; 12];
     ids.fill(&mut nonce)?;
     let nonce = b64url(&nonce);
-    let mac = with_parts(owner, index, bits, &nonce, |parts| {
-        hmac_sha256(secret, parts)
-    });
-    let tag = b64url(&mac[..16]);
+    let tag = with_parts(owner, index, bits, &nonce, |parts| short_tag(secret, parts));
     Ok(format!("{PREFIX}.{index}.{bits}.{nonce}.{tag}"))
 }
 
 /// The session `token` stands for, if it is one this server issued to
 /// `owner`.
 pub fn verify(secret: &[u8], owner: &Owner, token: &str) -> Option<Session> {
-    let mut parts = token.split('.');
-    let (Some(PREFIX), Some(index), Some(bits), Some(nonce), Some(given), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return None;
-    };
+    let [index, bits, nonce, given] = super::token_fields(token, PREFIX)?;
     let index: usize = index.parse().ok()?;
     let bits: u32 = bits.parse().ok()?;
     let version = *VERSIONS.get(index)?;
-    let given = b64url_decode(given)?;
     if !with_parts(owner, index, bits, nonce, |parts| {
-        hmac_verify_truncated(secret, parts, &given)
+        short_tag_matches(secret, parts, given)
     }) {
         return None;
     }
