@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use mcp_tasks_edge::prompts::{Prompt, PromptInfo, PromptMessage, PromptResult};
-//! use mcp_tasks_edge::resources::Vars;
+//! use mcp_tasks_edge::resources::{Vars, complete_from};
 //! use mcp_tasks_edge::protocol::content::Content;
 //! use mcp_tasks_edge::tools::ToolSet;
 //!
@@ -21,7 +21,7 @@
 //!         )))]))
 //!     }
 //!     fn complete(&self, _argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
-//!         ["go", "python", "rust"].iter().filter(|l| l.starts_with(prefix)).map(|l| l.to_string()).collect()
+//!         complete_from(&["go", "python", "rust"], prefix)
 //!     }
 //! }
 //! assert!(ToolSet::empty().with_prompt(Review).prompt("review").is_some());

@@ -4,7 +4,7 @@
 //! of their variables).
 //!
 //! ```
-//! use mcp_tasks_edge::resources::{TemplateInfo, ResourceTemplate, Vars, text_resource};
+//! use mcp_tasks_edge::resources::{TemplateInfo, ResourceTemplate, Vars, complete_from, text_resource};
 //! use mcp_tasks_edge::protocol::content::ResourceContents;
 //! use mcp_tasks_edge::tools::ToolSet;
 //!
@@ -20,7 +20,7 @@
 //!         }))
 //!     }
 //!     fn complete(&self, _variable: &str, prefix: &str, _context: &Vars) -> Vec<String> {
-//!         ["1", "2", "10"].iter().filter(|v| v.starts_with(prefix)).map(|v| v.to_string()).collect()
+//!         complete_from(&["1", "2", "10"], prefix)
 //!     }
 //! }
 //!
@@ -38,6 +38,21 @@ use crate::protocol::content::{ResourceBody, ResourceContents};
 
 /// Template variables (or prompt arguments) by name.
 pub type Vars = BTreeMap<String, String>;
+
+/// The `options` that start with `prefix`, in order: what most `complete`
+/// methods answer.
+///
+/// ```
+/// use mcp_tasks_edge::resources::complete_from;
+/// assert_eq!(complete_from(&["rust", "ruby", "go"], "ru"), ["rust", "ruby"]);
+/// ```
+pub fn complete_from(options: &[&str], prefix: &str) -> Vec<String> {
+    options
+        .iter()
+        .filter(|o| o.starts_with(prefix))
+        .map(|o| (*o).to_owned())
+        .collect()
+}
 
 /// A resource as `resources/list` describes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

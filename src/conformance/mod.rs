@@ -15,7 +15,8 @@ use crate::protocol::tools::{
     CallToolResult, ElicitAction, InputRequest, InputRequests, ToolDescriptor,
 };
 use crate::resources::{
-    ResourceInfo, ResourceTemplate, StaticResource, TemplateInfo, Vars, text_resource,
+    ResourceInfo, ResourceTemplate, StaticResource, TemplateInfo, Vars, complete_from,
+    text_resource,
 };
 use crate::tools::{
     CallError, CallPlan, Requirements, StepContext, StepFuture, StepOutcome, SyncTool, TaskStart,
@@ -119,11 +120,7 @@ impl ResourceTemplate for DataTemplate {
         )))
     }
     fn complete(&self, _variable: &str, prefix: &str, _context: &Vars) -> Vec<String> {
-        ["1", "2", "3", "123"]
-            .iter()
-            .filter(|v| v.starts_with(prefix))
-            .map(|v| (*v).to_owned())
-            .collect()
+        complete_from(&["1", "2", "3", "123"], prefix)
     }
 }
 
@@ -170,11 +167,7 @@ impl Prompt for ArgsPrompt {
             "arg1" => &["test", "testValue1", "other"],
             _ => &["testValue2"],
         };
-        options
-            .iter()
-            .filter(|v| v.starts_with(prefix))
-            .map(|v| (*v).to_owned())
-            .collect()
+        complete_from(options, prefix)
     }
 }
 

@@ -11,7 +11,7 @@
 use mcp_tasks_edge::outbound::{OutboundRequest, origin_of};
 use mcp_tasks_edge::prompts::{PromptMessage, TypedPrompt, typed_prompt};
 use mcp_tasks_edge::protocol::content::Content;
-use mcp_tasks_edge::resources::{Vars, text_resource};
+use mcp_tasks_edge::resources::{Vars, complete_from, text_resource};
 use mcp_tasks_edge::tools::{
     Start, Step, StepContext, SyncTool, TaskTool, ToolCall, ToolSet, ToolSettings, sync_tool,
     task_tool,
@@ -164,15 +164,12 @@ impl TypedPrompt for WatchDeploy {
     }
 
     fn complete(&self, _argument: &str, prefix: &str, _context: &Vars) -> Vec<String> {
-        [
+        let urls = [
             "https://",
             "https://localhost:8443/health",
             "http://127.0.0.1:8080/health",
-        ]
-        .iter()
-        .filter(|u| u.starts_with(prefix))
-        .map(|u| (*u).to_owned())
-        .collect()
+        ];
+        complete_from(&urls, prefix)
     }
 }
 
