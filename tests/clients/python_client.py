@@ -9,14 +9,14 @@ non-zero on any failure.
 """
 
 import sys
-import time
 
 import anyio
 from mcp import Client
 from mcp_types import ElicitResult, Implementation
 
+from checks import check, finish
+
 URL = sys.argv[1]
-results = []
 
 
 async def on_elicit(context, params):
@@ -27,9 +27,7 @@ async def on_elicit(context, params):
 
 
 async def check_mode(mode: str, want: str) -> None:
-    started = time.monotonic()
-    name = f"python mcp 2.3.0, mode={mode}: negotiates {want}, lists tools, calls greet and test_elicitation"
-    try:
+    async def body() -> None:
         async with Client(
             URL,
             mode=mode,
@@ -46,11 +44,11 @@ async def check_mode(mode: str, want: str) -> None:
                 # Asked on the response stream, answered by the callback.
                 r = await client.call_tool("test_elicitation", {"message": "Who are you?"})
                 assert "ada@example.com" in r.content[0].text, r
-        results.append(True)
-        print(f"ok   {name} ({(time.monotonic() - started) * 1000:.0f} ms)")
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        results.append(False)
-        print(f"FAIL {name}\n      {type(e).__name__}: {e}")
+
+    await check(
+        f"python mcp 2.3.0, mode={mode}: negotiates {want}, lists tools, calls greet and test_elicitation",
+        body,
+    )
 
 
 async def main() -> None:
@@ -59,6 +57,4 @@ async def main() -> None:
 
 
 anyio.run(main)
-failed = results.count(False)
-print(f"python mcp: {len(results) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("python mcp")

@@ -10,20 +10,18 @@ exits non-zero on any failure.
 """
 
 import sys
-import time
 
 import anyio
 from mcp import Client
 from mcp_types import Implementation, PromptReference
 
+from checks import check, finish
+
 URL = sys.argv[1]
-results = []
 
 
 async def check_mode(mode: str, want: str) -> None:
-    started = time.monotonic()
-    name = f"python mcp 2.3.0, mode={mode}: the starter's resource, prompt, completion and progress"
-    try:
+    async def body() -> None:
         async with Client(URL, mode=mode, client_info=Implementation(name="python-user-test", version="2.3.0")) as client:
             assert client.protocol_version == want, f"protocol {client.protocol_version}"
             resources = await client.list_resources()
@@ -52,11 +50,8 @@ async def check_mode(mode: str, want: str) -> None:
             }, r
             assert [p for p, _ in seen] == [0, 1, 2, 3], f"progress {seen}"
             assert all(t == 3 for _, t in seen), f"progress {seen}"
-        results.append(True)
-        print(f"ok   {name} ({(time.monotonic() - started) * 1000:.0f} ms)")
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        results.append(False)
-        print(f"FAIL {name}\n      {type(e).__name__}: {e}")
+
+    await check(f"python mcp 2.3.0, mode={mode}: the starter's resource, prompt, completion and progress", body)
 
 
 async def main() -> None:
@@ -65,6 +60,4 @@ async def main() -> None:
 
 
 anyio.run(main)
-failed = results.count(False)
-print(f"python user server: {len(results) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish("python user server")
