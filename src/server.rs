@@ -522,9 +522,9 @@ impl<S: Store> Server<S> {
         let p: CallToolParams = c.params()?;
         self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
-        if let Some(tool) = self.tools.get(&p.name) {
+        if let Some(d) = self.tools.descriptor(&p.name) {
             c.mirror
-                .check_params(&tool.descriptor().input_schema, p.arguments.as_ref())?;
+                .check_params(&d.input_schema, p.arguments.as_ref())?;
         }
         let token = progress_token(c.raw);
         let progress = Progress::default();

@@ -500,8 +500,8 @@ fn tools_list<S: Store>(server: &Server<S>, raw: &str) -> Result<Value, RpcError
     let tools: Vec<Value> = server
         .tools()
         .iter()
-        .map(|tool| {
-            let mut v = serde_json::to_value(tool.descriptor()).unwrap_or(Value::Null);
+        .map(|(descriptor, tool)| {
+            let mut v = serde_json::to_value(descriptor).unwrap_or(Value::Null);
             let support = match tool.requirements().tasks {
                 TaskSupport::Never => "forbidden",
                 TaskSupport::Optional => "optional",

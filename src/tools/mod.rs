@@ -484,7 +484,8 @@ pub trait Tool: Send + Sync {
 /// found by name (or URI).
 #[derive(Default)]
 pub struct ToolSet {
-    tools: Vec<(&'static str, Box<dyn Tool>)>,
+    /// Each tool with its descriptor, built once when it is registered.
+    tools: Vec<(ToolDescriptor, Box<dyn Tool>)>,
     resources: Vec<Box<dyn Resource>>,
     templates: Vec<Box<dyn ResourceTemplate>>,
     prompts: Vec<Box<dyn Prompt>>,
@@ -512,7 +513,7 @@ impl ToolSet {
         } = other;
         let mut set = tools
             .into_iter()
-            .fold(self, |set, (_, tool)| set.with(tool));
+            .fold(self, |set, (d, tool)| set.with_described(d, tool));
         for r in resources {
             set = set.with_boxed_resource(r);
         }
@@ -589,10 +590,14 @@ impl ToolSet {
     }
 
     /// The set with `tool` added at the end (unless its name is taken).
-    pub fn with(mut self, tool: Box<dyn Tool>) -> Self {
-        let name = tool.descriptor().name;
-        if self.tools.iter().all(|(have, _)| *have != name) {
-            self.tools.push((name, tool));
+    pub fn with(self, tool: Box<dyn Tool>) -> Self {
+        let descriptor = tool.descriptor();
+        self.with_described(descriptor, tool)
+    }
+
+    fn with_described(mut self, descriptor: ToolDescriptor, tool: Box<dyn Tool>) -> Self {
+        if self.tools.iter().all(|(d, _)| d.name != descriptor.name) {
+            self.tools.push((descriptor, tool));
         }
         self
     }
@@ -601,21 +606,27 @@ impl ToolSet {
     pub fn get_named(&self, name: &str) -> Option<(&'static str, &dyn Tool)> {
         self.tools
             .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(n, t)| (*n, t.as_ref()))
+            .find(|(d, _)| d.name == name)
+            .map(|(d, t)| (d.name, t.as_ref()))
     }
 
-    /// Every tool, in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = &dyn Tool> {
-        self.tools.iter().map(|(_, t)| t.as_ref())
+    /// Every tool with its descriptor, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ToolDescriptor, &dyn Tool)> {
+        self.tools.iter().map(|(d, t)| (d, t.as_ref()))
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.get_named(name).map(|(_, t)| t)
     }
 
+    /// The descriptor of the tool called `name` (built when it was
+    /// registered, not per request).
+    pub fn descriptor(&self, name: &str) -> Option<&ToolDescriptor> {
+        self.iter().find(|(d, _)| d.name == name).map(|(d, _)| d)
+    }
+
     pub fn descriptors(&self) -> Vec<ToolDescriptor> {
-        self.tools.iter().map(|(_, t)| t.descriptor()).collect()
+        self.tools.iter().map(|(d, _)| d.clone()).collect()
     }
 }
 
