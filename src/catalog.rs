@@ -62,13 +62,13 @@ pub(crate) struct ListParams {
 
 /// `resources/list`: `{"resources": [...], "nextCursor"?}`.
 pub(crate) fn resources_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    let all: Vec<_> = set.resources().map(|r| r.describe()).collect();
+    let all: Vec<_> = set.resources().map(|(info, _)| info).collect();
     Ok(listed("resources", page(all, p.cursor.as_deref())?))
 }
 
 /// `resources/templates/list`: `{"resourceTemplates": [...], "nextCursor"?}`.
 pub(crate) fn templates_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    let all: Vec<_> = set.templates().map(|t| t.describe()).collect();
+    let all: Vec<_> = set.templates().map(|(info, _)| info).collect();
     Ok(listed("resourceTemplates", page(all, p.cursor.as_deref())?))
 }
 
@@ -93,12 +93,12 @@ fn read_failed(why: String) -> RpcError {
 /// `resources/read`: `{"contents": [...]}` from a fixed resource with that
 /// URI, else the first template that matches it and has the resource.
 pub(crate) fn resources_read(set: &ToolSet, p: &ReadParams) -> Result<Value, RpcError> {
-    let contents: ResourceContents = match set.resources().find(|r| r.describe().uri == p.uri) {
-        Some(r) => r.read().map_err(read_failed)?,
+    let contents: ResourceContents = match set.resources().find(|(info, _)| info.uri == p.uri) {
+        Some((_, r)) => r.read().map_err(read_failed)?,
         None => {
             let mut found = None;
-            for t in set.templates() {
-                let Some(vars) = match_template(&t.describe().uri_template, &p.uri) else {
+            for (info, t) in set.templates() {
+                let Some(vars) = match_template(&info.uri_template, &p.uri) else {
                     continue;
                 };
                 if let Some(c) = t.read(&p.uri, &vars).map_err(read_failed)? {
@@ -114,7 +114,7 @@ pub(crate) fn resources_read(set: &ToolSet, p: &ReadParams) -> Result<Value, Rpc
 
 /// `prompts/list`: `{"prompts": [...], "nextCursor"?}`.
 pub(crate) fn prompts_list(set: &ToolSet, p: &ListParams) -> Result<Value, RpcError> {
-    let all: Vec<_> = set.prompts().map(|p| p.describe()).collect();
+    let all: Vec<_> = set.prompts().map(|(info, _)| info).collect();
     Ok(listed("prompts", page(all, p.cursor.as_deref())?))
 }
 
@@ -153,11 +153,11 @@ pub(crate) fn prompts_get(
     p: &GetPromptParams,
     round: Option<&PromptRound<'_>>,
 ) -> Result<PromptPlan, RpcError> {
-    let prompt = set.prompt(&p.name).ok_or_else(|| {
+    let (info, prompt) = set.prompt(&p.name).ok_or_else(|| {
         RpcError::invalid_params(format!("Unknown prompt: {}", truncate(&p.name, 64)))
     })?;
     let args = string_args(p.arguments.as_ref())?;
-    for a in prompt.describe().arguments {
+    for a in &info.arguments {
         if a.required && !args.contains_key(&a.name) {
             return Err(RpcError::invalid_params(format!(
                 "Missing required argument: {}",
@@ -221,11 +221,13 @@ pub(crate) fn complete(set: &ToolSet, p: &CompleteParams) -> Result<Value, RpcEr
             .ok_or_else(|| {
                 RpcError::invalid_params(format!("Unknown prompt: {}", truncate(prompt, 64)))
             })?
+            .1
             .complete(name, prefix, &context),
         Reference::Resource { uri } => set
             .templates()
-            .find(|t| t.describe().uri_template == *uri)
+            .find(|(info, _)| info.uri_template == *uri)
             .ok_or_else(|| resource_not_found(uri))?
+            .1
             .complete(name, prefix, &context),
     };
     let total = values.len();

@@ -219,7 +219,7 @@ pub trait Prompt: Send + Sync + 'static {
 /// }
 ///
 /// let set = ToolSet::empty().with_prompt(typed_prompt(Review));
-/// let info = set.prompt("review").unwrap().describe();
+/// let (info, _) = set.prompt("review").unwrap();
 /// assert_eq!(info.arguments[0].name, "language");
 /// assert!(info.arguments[0].required && !info.arguments[1].required);
 /// ```

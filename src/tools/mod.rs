@@ -26,10 +26,10 @@ use crate::error::RpcError;
 use crate::outbound::{
     LocalFuture, Outbound, OutboundError, OutboundPolicy, OutboundRequest, OutboundResponse,
 };
-use crate::prompts::Prompt;
+use crate::prompts::{Prompt, PromptInfo};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::tools::{CallToolResult, ElicitResult, InputRequests, ToolDescriptor};
-use crate::resources::{Resource, ResourceTemplate};
+use crate::resources::{Resource, ResourceInfo, ResourceTemplate, TemplateInfo};
 use crate::time::Millis;
 
 /// Whether a tool can answer without the tasks extension.
@@ -486,9 +486,10 @@ pub trait Tool: Send + Sync {
 pub struct ToolSet {
     /// Each tool with its descriptor, built once when it is registered.
     tools: Vec<(ToolDescriptor, Box<dyn Tool>)>,
-    resources: Vec<Box<dyn Resource>>,
-    templates: Vec<Box<dyn ResourceTemplate>>,
-    prompts: Vec<Box<dyn Prompt>>,
+    /// Likewise each resource, template and prompt with its description.
+    resources: Vec<(ResourceInfo, Box<dyn Resource>)>,
+    templates: Vec<(TemplateInfo, Box<dyn ResourceTemplate>)>,
+    prompts: Vec<(PromptInfo, Box<dyn Prompt>)>,
 }
 
 /// Builds a deployment's tools from its settings (Worker variables and
@@ -514,11 +515,11 @@ impl ToolSet {
         let mut set = tools
             .into_iter()
             .fold(self, |set, (d, tool)| set.with_described(d, tool));
-        for r in resources {
-            set = set.with_boxed_resource(r);
+        for (info, r) in resources {
+            set = set.with_described_resource(info, r);
         }
-        for p in prompts {
-            set = set.with_boxed_prompt(p);
+        for (info, p) in prompts {
+            set = set.with_described_prompt(info, p);
         }
         set.templates.extend(templates);
         set
@@ -532,13 +533,12 @@ impl ToolSet {
 
     /// The set with a fixed resource added (unless its URI is taken).
     pub fn with_resource(self, resource: impl Resource) -> Self {
-        self.with_boxed_resource(Box::new(resource))
+        self.with_described_resource(resource.describe(), Box::new(resource))
     }
 
-    fn with_boxed_resource(mut self, resource: Box<dyn Resource>) -> Self {
-        let uri = resource.describe().uri;
-        if self.resources.iter().all(|r| r.describe().uri != uri) {
-            self.resources.push(resource);
+    fn with_described_resource(mut self, info: ResourceInfo, resource: Box<dyn Resource>) -> Self {
+        if self.resources.iter().all(|(i, _)| i.uri != info.uri) {
+            self.resources.push((info, resource));
         }
         self
     }
@@ -546,36 +546,37 @@ impl ToolSet {
     /// The set with a resource template added. Templates are tried in
     /// registration order, after the fixed resources.
     pub fn with_template(mut self, template: impl ResourceTemplate) -> Self {
-        self.templates.push(Box::new(template));
+        self.templates
+            .push((template.describe(), Box::new(template)));
         self
     }
 
     /// The set with a prompt added (unless its name is taken).
     pub fn with_prompt(self, prompt: impl Prompt) -> Self {
-        self.with_boxed_prompt(Box::new(prompt))
+        self.with_described_prompt(prompt.describe(), Box::new(prompt))
     }
 
-    fn with_boxed_prompt(mut self, prompt: Box<dyn Prompt>) -> Self {
-        let name = prompt.describe().name;
-        if self.prompts.iter().all(|p| p.describe().name != name) {
-            self.prompts.push(prompt);
+    fn with_described_prompt(mut self, info: PromptInfo, prompt: Box<dyn Prompt>) -> Self {
+        if self.prompts.iter().all(|(i, _)| i.name != info.name) {
+            self.prompts.push((info, prompt));
         }
         self
     }
 
-    /// The fixed resources.
-    pub fn resources(&self) -> impl Iterator<Item = &dyn Resource> {
-        self.resources.iter().map(|r| r.as_ref())
+    /// The fixed resources, each with its description (built once, when it
+    /// was registered).
+    pub fn resources(&self) -> impl Iterator<Item = (&ResourceInfo, &dyn Resource)> {
+        self.resources.iter().map(|(i, r)| (i, r.as_ref()))
     }
 
-    /// The resource templates.
-    pub fn templates(&self) -> impl Iterator<Item = &dyn ResourceTemplate> {
-        self.templates.iter().map(|t| t.as_ref())
+    /// The resource templates, each with its description.
+    pub fn templates(&self) -> impl Iterator<Item = (&TemplateInfo, &dyn ResourceTemplate)> {
+        self.templates.iter().map(|(i, t)| (i, t.as_ref()))
     }
 
-    /// The prompts.
-    pub fn prompts(&self) -> impl Iterator<Item = &dyn Prompt> {
-        self.prompts.iter().map(|p| p.as_ref())
+    /// The prompts, each with its description.
+    pub fn prompts(&self) -> impl Iterator<Item = (&PromptInfo, &dyn Prompt)> {
+        self.prompts.iter().map(|(i, p)| (i, p.as_ref()))
     }
 
     /// Whether anything takes `completion/complete` (a prompt or a
@@ -584,9 +585,9 @@ impl ToolSet {
         !self.prompts.is_empty() || !self.templates.is_empty()
     }
 
-    /// The prompt called `name`.
-    pub fn prompt(&self, name: &str) -> Option<&dyn Prompt> {
-        self.prompts().find(|p| p.describe().name == name)
+    /// The prompt called `name`, with its description.
+    pub fn prompt(&self, name: &str) -> Option<(&PromptInfo, &dyn Prompt)> {
+        self.prompts().find(|(i, _)| i.name == name)
     }
 
     /// The set with `tool` added at the end (unless its name is taken).
