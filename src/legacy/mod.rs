@@ -68,7 +68,7 @@ use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::methods;
 use crate::server::{RequestContext, Server, StartTask, Trace};
 use crate::store::Store;
-use crate::tasks::{NewTaskId, TaskService, load_view, quota};
+use crate::tasks::{NewTaskId, TaskService, load_view, own_view, quota};
 use crate::tools::{CallError, CallPlan, Progress, TaskStart, TaskSupport, ToolCall};
 use input::Round;
 use session::Session;
@@ -696,15 +696,14 @@ async fn own_snapshot<S: Store>(
     lc: &Ctx<'_>,
     id: &str,
 ) -> Result<String, RpcError> {
-    let view = load_view(
+    let view = own_view(
         server.store(),
         id,
         &lc.ctx.owner,
         lc.ctx.now,
         server.server_info(),
     )
-    .await?
-    .ok_or_else(RpcError::task_not_found)?;
+    .await?;
     Ok(view.snapshot)
 }
 

@@ -25,7 +25,7 @@ use crate::protocol::tasks::TaskStatus;
 use crate::protocol::tools::{CallToolResult, InputRequests};
 use crate::server::{Server, StartTask, Trace};
 use crate::store::Store;
-use crate::tasks::{NewTaskId, load_view};
+use crate::tasks::{NewTaskId, own_view};
 use crate::time::Millis;
 use crate::tools::{CallError, CallPlan, ToolCall};
 
@@ -213,7 +213,7 @@ impl Stream {
             return;
         };
         let (task_id, related) = (task_id.clone(), *related);
-        let view = match load_view(
+        let view = match own_view(
             server.store(),
             &task_id,
             &self.owner,
@@ -222,8 +222,7 @@ impl Stream {
         )
         .await
         {
-            Ok(Some(v)) => v,
-            Ok(None) => return self.fail(&RpcError::task_not_found()),
+            Ok(v) => v,
             Err(e) => return self.fail(&e.into()),
         };
         let snapshot: Value = serde_json::from_str(&view.snapshot).unwrap_or(Value::Null);

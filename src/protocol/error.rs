@@ -136,6 +136,20 @@ impl RpcError {
         RpcError::invalid_params("Failed to retrieve task: Task not found")
     }
 
+    /// The caller's own task that has expired (while its record remains).
+    pub fn task_expired() -> Self {
+        RpcError::invalid_params("Failed to retrieve task: Task has expired")
+    }
+
+    /// A `taskId` that is not the shape of a task id (`tsk_` and 22
+    /// base64url characters): a syntax error that says nothing about any
+    /// task.
+    pub fn malformed_task_id() -> Self {
+        RpcError::invalid_params(
+            "Invalid taskId: not a task id (expected tsk_ and 22 base64url characters)",
+        )
+    }
+
     /// The HTTP status this error travels with on Streamable HTTP.
     pub fn http_status(&self) -> u16 {
         if let Some(status) = self.status {

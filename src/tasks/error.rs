@@ -14,6 +14,11 @@ use crate::store::StoreError;
 pub enum TaskError {
     /// Not the caller's, never issued, expired or purged: one answer for all.
     NotFound,
+    /// The caller's own task, expired and not yet purged.
+    Expired,
+    /// Not the shape of a task id: decided without a store read, so it says
+    /// nothing about any task.
+    MalformedId,
     /// The store failed; the message is for the log only.
     Store(String),
     /// A compare-and-swap kept losing to other writers.
@@ -76,6 +81,8 @@ impl From<TaskError> for RpcError {
     fn from(e: TaskError) -> Self {
         match e {
             TaskError::NotFound => RpcError::task_not_found(),
+            TaskError::Expired => RpcError::task_expired(),
+            TaskError::MalformedId => RpcError::malformed_task_id(),
             // Retryable: clients back off on 503.
             TaskError::Store(_) => {
                 RpcError::internal("Internal error: task storage is unavailable; retry later.")
@@ -112,6 +119,8 @@ mod tests {
     fn each_error_maps_to_one_code_and_status() {
         let cases = [
             (TaskError::NotFound, -32602, 200),
+            (TaskError::Expired, -32602, 200),
+            (TaskError::MalformedId, -32602, 200),
             (TaskError::Store("disk on fire".into()), -32603, 503),
             (TaskError::Busy, -32603, 503),
             (TaskError::QuotaBusy, -32603, 503),

@@ -151,39 +151,96 @@ pub async fn load_view<S: Store>(
     now: Millis,
     server_info: &Value,
 ) -> Result<Option<TaskView>, TaskError> {
-    let Some(entry) = read_task(store, id).await? else {
+    if !is_task_id(id) {
         return Ok(None);
+    }
+    Ok(
+        match lookup_view(store, id, owner, now, server_info).await? {
+            Lookup::Visible(view) => Some(view),
+            Lookup::Expired | Lookup::Hidden => None,
+        },
+    )
+}
+
+/// What a caller may learn about a task id.
+enum Lookup {
+    /// The caller's live task.
+    Visible(TaskView),
+    /// The caller's own task, expired but not yet purged.
+    Expired,
+    /// Unknown, purged, or another owner's: one answer for all.
+    Hidden,
+}
+
+/// The caller's task `id` as [`TaskService::view`] answers it: malformed
+/// without a read, own-expired apart from hidden, and a foreign task
+/// (expired or not) exactly like an unknown one.
+pub async fn own_view<S: Store>(
+    store: &S,
+    id: &str,
+    owner: &Owner,
+    now: Millis,
+    server_info: &Value,
+) -> Result<TaskView, TaskError> {
+    if !is_task_id(id) {
+        return Err(TaskError::MalformedId);
+    }
+    match lookup_view(store, id, owner, now, server_info).await? {
+        Lookup::Visible(view) => Ok(view),
+        Lookup::Expired => Err(TaskError::Expired),
+        Lookup::Hidden => Err(TaskError::NotFound),
+    }
+}
+
+async fn lookup_view<S: Store>(
+    store: &S,
+    id: &str,
+    owner: &Owner,
+    now: Millis,
+    server_info: &Value,
+) -> Result<Lookup, TaskError> {
+    let Some(entry) = read_task(store, id).await? else {
+        return Ok(Lookup::Hidden);
     };
     if let Some(v) = StoredView::of(&entry.body) {
-        let visible = v.owner.tenant == owner.tenant
-            && v.owner.principal == owner.principal
-            && now < v.expires_at;
-        return Ok(visible.then(|| TaskView {
-            status: v.status,
-            snapshot: v.snapshot.get().to_owned(),
-        }));
+        let own = v.owner.tenant == owner.tenant && v.owner.principal == owner.principal;
+        return Ok(match (own, now < v.expires_at) {
+            (false, _) => Lookup::Hidden,
+            (true, false) => Lookup::Expired,
+            (true, true) => Lookup::Visible(TaskView {
+                status: v.status,
+                snapshot: v.snapshot.get().to_owned(),
+            }),
+        });
     }
     // A record written before snapshots were stored: render it now.
     let record = decode(&entry.body)?;
-    if record.id != id || !record.visible_to(owner, now) {
-        return Ok(None);
+    if record.id != id || record.owner != *owner {
+        return Ok(Lookup::Hidden);
+    }
+    if record.is_expired(now) {
+        return Ok(Lookup::Expired);
     }
     let snapshot = serde_json::to_string(&record.wire(None, server_info, None))
         .map_err(|_| TaskError::Encoding)?;
-    Ok(Some(TaskView {
+    Ok(Lookup::Visible(TaskView {
         status: record.status(),
         snapshot,
     }))
 }
 
-/// Whether `id` has the shape of a task id. Other keys in the store (quota
-/// records) are never read as tasks, and junk ids cost no store read.
+/// Length of a task id: `tsk_` and 22 base64url characters (128 bits).
+pub const TASK_ID_LEN: usize = 26;
+
+/// Whether `id` has the shape of a task id (`tsk_` and 22 base64url
+/// characters). Other keys in the store (quota records) are never read as
+/// tasks, and malformed ids cost no store read.
 pub fn is_task_id(id: &str) -> bool {
-    id.len() <= 64
+    id.len() == TASK_ID_LEN
         && id.starts_with("tsk_")
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && id.as_bytes()[4..]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
 }
 
 /// Reads a record from the store. A body that does not decode is reported,
@@ -256,20 +313,23 @@ impl<'a, S: Store> TaskService<'a, S> {
     /// `tasks/get`: the caller's task as readers see it (one read, no
     /// decoding of the full record).
     pub async fn view(&self, owner: &Owner, id: &str, now: Millis) -> Result<TaskView, TaskError> {
-        load_view(self.store, id, owner, now, self.server_info)
-            .await?
-            .ok_or(TaskError::NotFound)
+        own_view(self.store, id, owner, now, self.server_info).await
     }
 
-    /// The task if `owner` may see it; otherwise the one not-found error.
+    /// The task if `owner` may see it; otherwise why not, as
+    /// [`TaskService::view`] says it.
     async fn visible(
         &self,
         owner: &Owner,
         id: &str,
         now: Millis,
     ) -> Result<(Version, TaskRecord), TaskError> {
+        if !is_task_id(id) {
+            return Err(TaskError::MalformedId);
+        }
         match load(self.store, id).await? {
             Some((v, r)) if r.id == id && r.visible_to(owner, now) => Ok((v, r)),
+            Some((_, r)) if r.id == id && r.owner == *owner => Err(TaskError::Expired),
             _ => Err(TaskError::NotFound),
         }
     }

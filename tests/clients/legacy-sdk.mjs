@@ -151,7 +151,7 @@ export async function sdkChecks(url, test) {
   await test(`TS SDK ${SDK_VERSION}: a foreign or unknown task id is one error`, async () => {
     let message;
     try {
-      await client.experimental.tasks.getTask('tsk_doesnotexist');
+      await client.experimental.tasks.getTask('tsk_doesnotexistAAAAAAAAAA');
     } catch (e) {
       message = e.message;
     }

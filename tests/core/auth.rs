@@ -381,15 +381,26 @@ fn cross_tenant_probe_matrix() {
     for (me, token) in tokens.iter().enumerate() {
         for method in methods {
             let unknown = answer(token, method, "tsk_AAAAAAAAAAAAAAAAAAAAAA");
-            for random in [
-                "tsk_zzzzzzzzzzzzzzzzzzzzzz",
-                "not-a-task-id",
-                "own_whatever",
-            ] {
-                probes += 1;
-                if answer(token, method, random) != unknown {
-                    leaks += 1;
+            probes += 1;
+            if answer(token, method, "tsk_zzzzzzzzzzzzzzzzzzzzzz") != unknown {
+                leaks += 1;
+            }
+            // A malformed id is refused as such, without a read, the same
+            // for everyone.
+            for malformed in ["not-a-task-id", "own_whatever", "tsk_short", ""] {
+                if method == "subscriptions/listen" {
+                    continue;
                 }
+                let (status, body) = answer(token, method, malformed);
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!((status, v["error"]["code"].as_i64()), (200, Some(-32602)));
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Invalid taskId"),
+                    "{v}"
+                );
             }
             for (other, ids) in owned.iter().enumerate() {
                 if other == me {
@@ -446,10 +457,18 @@ fn cross_tenant_probe_matrix() {
             ));
             r.body_bytes().to_vec()
         };
+        // Another owner's expired task reads like an unknown one; the
+        // caller's own says that it expired.
         probes += 1;
-        if send(&owned[0][1]) != send("tsk_AAAAAAAAAAAAAAAAAAAAAA") {
+        if send(&owned[1][1]) != send("tsk_AAAAAAAAAAAAAAAAAAAAAA") {
             leaks += 1;
         }
+        let own: Value = serde_json::from_slice(&send(&owned[0][1])).unwrap();
+        assert_eq!(own["error"]["code"], -32602, "{method}");
+        assert_eq!(
+            own["error"]["message"], "Failed to retrieve task: Task has expired",
+            "{method}"
+        );
     }
     // The owners still see their tasks.
     for (token, ids) in tokens.iter().zip(&owned) {

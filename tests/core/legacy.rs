@@ -463,7 +463,7 @@ fn tasks_list_pages_the_callers_tasks_only() {
     // Foreign ids read like unknown ones everywhere.
     for m in ["tasks/get", "tasks/result", "tasks/cancel"] {
         let a = body_json(&c.send(m, json!({"taskId": foreign})));
-        let b = body_json(&c.send(m, json!({"taskId": "tsk_nope"})));
+        let b = body_json(&c.send(m, json!({"taskId": "tsk_nopeAAAAAAAAAAAAAAAAAA"})));
         assert_eq!(a["error"], b["error"], "{m}");
         assert_eq!(a["error"]["code"], -32602, "{m}");
     }

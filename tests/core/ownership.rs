@@ -37,13 +37,13 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
     // Move everyone past the TTL of the two slow tasks but not of `mine`?
     // All were created at the same instant, so expire by moving alice's
     // clock only for the expired probes below.
-    let reference = probe(&alice, "tasks/get", "tsk_never_issued_AAAAAAAAAA");
+    let reference = probe(&alice, "tasks/get", "tsk_never_issuedAAAAAAAAAA");
     assert_eq!(reference.0, 200);
     let v: Value = serde_json::from_slice(&reference.1).unwrap();
     assert_eq!(v["error"]["code"], -32602);
 
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
-        let unknown = probe(&alice, method, "tsk_never_issued_AAAAAAAAAA");
+        let unknown = probe(&alice, method, "tsk_never_issuedAAAAAAAAAA");
         assert_eq!(
             probe(&bob, method, &mine),
             unknown,
@@ -55,7 +55,11 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
             "{method}: same principal name, other tenant"
         );
         // The unknown answer names no id, so it is the same for any id.
-        assert_eq!(probe(&alice, method, "random-id-123"), unknown, "{method}");
+        assert_eq!(
+            probe(&alice, method, "tsk_someOtherIdAAAAAAAAAAA"),
+            unknown,
+            "{method}"
+        );
     }
     // Nothing foreign changed the task.
     let before = block_on(store.get(&mine)).unwrap();
@@ -66,10 +70,30 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
     assert_eq!(block_on(store.get(&mine)).unwrap(), before);
     assert_eq!(alice.status(&mine), "input_required");
 
-    // Expired but not yet purged, then purged by the sweep.
+    // Expired but not yet purged: the owner learns it expired; anyone else
+    // gets the unknown answer. Then the sweep purges it.
     alice.advance(ttl);
-    let unknown = probe(&alice, "tasks/get", "tsk_never_issued_AAAAAAAAAA");
-    assert_eq!(probe(&alice, "tasks/get", &expiring), unknown, "expired");
+    bob.advance(ttl);
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let unknown = probe(&alice, method, "tsk_never_issuedAAAAAAAAAA");
+        let (status, own) = probe(&alice, method, &expiring);
+        let v: Value = serde_json::from_slice(&own).unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(v["error"]["code"], -32602, "{method}");
+        assert_eq!(
+            v["error"]["message"], "Failed to retrieve task: Task has expired",
+            "{method}"
+        );
+        assert_eq!(
+            probe(&bob, method, &expiring),
+            probe(&bob, method, "tsk_never_issuedAAAAAAAAAA"),
+            "{method}: foreign and expired"
+        );
+        assert_eq!(
+            unknown.1,
+            probe(&bob, method, "tsk_never_issuedAAAAAAAAAA").1
+        );
+    }
     let report = alice.tick();
     assert_eq!(report.purged, 3, "{report}");
     for id in [&mine, &expiring, &purged] {
@@ -82,10 +106,42 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
     for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
         assert_eq!(
             probe(&alice, method, &purged),
-            probe(&alice, method, "tsk_never_issued_AAAAAAAAAA"),
+            probe(&alice, method, "tsk_never_issuedAAAAAAAAAA"),
             "{method}: purged"
         );
     }
+}
+
+#[test]
+fn a_malformed_id_is_refused_as_such() {
+    let h = Harness::new();
+    for bad in [
+        "garbage!!",
+        "",
+        "tsk_",
+        "tsk_short",
+        "job_AAAAAAAAAAAAAAAAAAAAAA",
+        "tsk_AAAAAAAAAAAAAAAAAAAAAAA",
+    ] {
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let (status, body) = probe(&h, method, bad);
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(status, 200, "{method} {bad:?}");
+            assert_eq!(v["error"]["code"], -32602, "{method} {bad:?}");
+            assert_eq!(
+                v["error"]["message"],
+                "Invalid taskId: not a task id (expected tsk_ and 22 base64url characters)",
+                "{method} {bad:?}"
+            );
+        }
+    }
+    // A well-formed unknown id gets the one not-found answer.
+    let (_, body) = probe(&h, "tasks/get", "tsk_AAAAAAAAAAAAAAAAAAAAAA");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "Failed to retrieve task: Task not found"
+    );
 }
 
 #[test]

@@ -278,7 +278,7 @@ async fn wrong_types_and_huge_numbers_are_invalid_requests_or_params() {
             json!(8),
         ),
         (
-            "unknown task",
+            "malformed task id",
             request(json!(9), "tasks/get", json!({"taskId": "tsk_nope"})),
             200,
             -32602,

@@ -143,7 +143,7 @@ async fn rmcp_client_runs_answers_and_cancels_tasks_over_http() {
     // An id nobody owns is -32602, as for any unknown task.
     match client
         .peer()
-        .get_task(GetTaskParams::new("tsk_not-a-task".to_owned()))
+        .get_task(GetTaskParams::new("tsk_not-a-taskAAAAAAAAAAAA".to_owned()))
         .await
     {
         Err(ServiceError::McpError(e)) => assert_eq!(e.code.0, -32602),

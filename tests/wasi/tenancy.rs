@@ -121,6 +121,44 @@ async fn cross_tenant_probes_find_nothing_through_the_component() {
     }
     eprintln!("cross-tenant probes through the component: {probes}, leaks: 0");
 
+    // A malformed id is refused as such, the same for everyone.
+    for t in &tokens {
+        for bad in ["garbage!!", "", "tsk_short"] {
+            let (status, body) = call(&rt, Some(t), "tasks/get", json!({"taskId": bad})).await;
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!((status, v["error"]["code"].as_i64()), (200, Some(-32602)));
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Invalid taskId"),
+                "{v}"
+            );
+        }
+    }
+    // Past the TTL (before the sweep purges): the owner learns the task
+    // expired; a foreign expired task still reads like an unknown one.
+    clock.advance(3_600_000);
+    let later: Vec<String> = people
+        .iter()
+        .map(|(t, p)| token(p, t, clock.now_ms() + 600_000))
+        .collect();
+    let unknown = call(
+        &rt,
+        Some(&later[1]),
+        "tasks/get",
+        json!({"taskId": "tsk_AAAAAAAAAAAAAAAAAAAAAA"}),
+    )
+    .await;
+    let foreign = call(&rt, Some(&later[1]), "tasks/get", json!({"taskId": owned[0]})).await;
+    assert_eq!(foreign, unknown, "a foreign expired task");
+    let (_, own) = call(&rt, Some(&later[0]), "tasks/get", json!({"taskId": owned[0]})).await;
+    let v: Value = serde_json::from_slice(&own).unwrap();
+    assert_eq!(
+        v["error"]["message"], "Failed to retrieve task: Task has expired",
+        "{v}"
+    );
+
     // Token defects are refused inside the guest too.
     let defects = [
         ("expired", token("alice", "acme", T0 - 120_000)),

@@ -118,7 +118,7 @@ async function httpEdges() {
     b = await r.json();
     check(r.status === 413 && b.error?.code === -32600, `oversized body: ${r.status} ${JSON.stringify(b)}`);
 
-    const unknown = await call('tasks/get', { taskId: 'tsk_does_not_exist' });
+    const unknown = await call('tasks/get', { taskId: 'tsk_does_not_existAAAAAAAA' });
     check(unknown.status === 200 && unknown.body.error?.code === -32602, `unknown task: ${JSON.stringify(unknown.body)}`);
 
     const mismatch = await post(
@@ -595,18 +595,29 @@ async function kvCache() {
       const body = `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
       await hook('kv', { action: 'put', key: `task:${id}`, value: JSON.stringify({ ...entry, body }) });
     };
-    const foreign = `tsk_foreign${crypto.randomBytes(6).toString('hex')}`;
+    const foreign = `tsk_foreign${crypto.randomBytes(8).toString('hex').slice(0, 15)}`;
     await plant(foreign, (v, r) => (v.owner = r.owner = { tenant: 'e2e', principal: 'someone-else' }));
-    const expired = `tsk_expired${crypto.randomBytes(6).toString('hex')}`;
+    const expired = `tsk_expired${crypto.randomBytes(8).toString('hex').slice(0, 15)}`;
     await plant(expired, (v, r) => {
       r.created_at = r.created_at - r.ttl_ms - 1000;
       v.expires_at = r.created_at + r.ttl_ms;
     });
-    const unknown = await call('tasks/get', { taskId: 'tsk_never_existed' });
-    for (const id of [foreign, expired]) {
-      const r = await call('tasks/get', { taskId: id });
-      check(r.status === 200, `status ${r.status}`);
-      equal(r.body.error, unknown.body.error, `cached ${id} must answer like an unknown task`);
+    const unknown = await call('tasks/get', { taskId: 'tsk_never_existedAAAAAAAAA' });
+    const r = await call('tasks/get', { taskId: foreign });
+    check(r.status === 200, `status ${r.status}`);
+    equal(r.body.error, unknown.body.error, `cached ${foreign} must answer like an unknown task`);
+    // The caller's own expired task says so; a malformed id is a syntax error.
+    const own = await call('tasks/get', { taskId: expired });
+    check(
+      own.status === 200 && own.body.error?.code === -32602 && own.body.error.message === 'Failed to retrieve task: Task has expired',
+      `own expired: ${JSON.stringify(own.body)}`,
+    );
+    for (const bad of ['garbage!!', '', 'tsk_short']) {
+      const m = await call('tasks/get', { taskId: bad });
+      check(
+        m.status === 200 && m.body.error?.code === -32602 && /^Invalid taskId/.test(m.body.error.message),
+        `malformed ${JSON.stringify(bad)}: ${JSON.stringify(m.body)}`,
+      );
     }
   });
 }
@@ -676,7 +687,7 @@ async function jwtAuth() {
     const mine = await post(get, as(alice));
     check(mine.body.result?.taskId === taskId, `owner reads: ${JSON.stringify(mine.body)}`);
     const theirs = await post(get, as(bob));
-    const unknown = await post({ ...get, params: { ...get.params, taskId: 'tsk_never_existed' } }, as(bob));
+    const unknown = await post({ ...get, params: { ...get.params, taskId: 'tsk_never_existedAAAAAAAAA' } }, as(bob));
     check(theirs.body.error?.code === -32602, `another principal: ${JSON.stringify(theirs.body)}`);
     equal(theirs.body.error, unknown.body.error, 'a foreign task answers like an unknown one');
     await sleep(300);
