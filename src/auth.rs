@@ -5,9 +5,12 @@
 //! protected resource: signature (HS256 with a shared secret, EdDSA
 //! (Ed25519) or ES256 (P-256) with configured public keys), `exp`/`nbf` with
 //! a small clock skew, `iss`, and `aud` equal to this server's resource URL,
-//! so a token minted for another resource is refused. The principal is the
-//! `sub` claim; the tenant is the configured tenant claim (default
-//! `tenant`), or the issuer when the token has none.
+//! so a token minted for another resource is refused, and optionally `typ`
+//! (for example `at+jwt`, RFC 9068). The principal is the `sub` claim; the
+//! tenant is the configured tenant claim (default `tenant`). A token without
+//! that claim is refused when the deployment requires it; otherwise its
+//! tenant is [`ISSUER_TENANT_PREFIX`] and the issuer, a name no tenant claim
+//! may take, so the two can never share an owner.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -18,6 +21,14 @@ use crate::time::Millis;
 
 /// Longest bearer token accepted.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
+
+/// The tenant of a token without a tenant claim is this prefix and the
+/// issuer; a tenant claim starting with it is refused, so the two never
+/// collide.
+pub const ISSUER_TENANT_PREFIX: &str = "iss:";
+
+/// The largest clock skew a deployment may allow on `exp` and `nbf`.
+pub const MAX_LEEWAY_MS: i64 = 300_000;
 
 /// How callers are identified.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -125,6 +136,12 @@ pub struct JwtAuth {
     pub keys: Vec<PublicKey>,
     /// The claim naming the tenant.
     pub tenant_claim: String,
+    /// Whether a token must carry the tenant claim (otherwise its tenant
+    /// is [`ISSUER_TENANT_PREFIX`] and the issuer).
+    pub tenant_required: bool,
+    /// Accepted `typ` header values (compared without case, with or
+    /// without `application/`); empty = `typ` is not checked.
+    pub types: Vec<String>,
     /// Allowed clock skew for `exp` and `nbf`.
     pub leeway_ms: i64,
     /// Authorization servers listed in the protected resource metadata.
@@ -140,6 +157,8 @@ impl std::fmt::Debug for JwtAuth {
             .field("hs256", &self.hs256_secret.is_some())
             .field("keys", &self.keys.len())
             .field("tenant_claim", &self.tenant_claim)
+            .field("tenant_required", &self.tenant_required)
+            .field("types", &self.types)
             .finish()
     }
 }
@@ -151,6 +170,17 @@ struct Header {
     kid: Option<String>,
     #[serde(default)]
     crit: Option<Value>,
+    #[serde(default)]
+    typ: Option<String>,
+}
+
+/// A media type as `typ` carries it: lower case, without `application/`.
+fn media_type(t: &str) -> String {
+    let t = t.trim().to_ascii_lowercase();
+    match t.strip_prefix("application/") {
+        Some(rest) => rest.to_owned(),
+        None => t,
+    }
 }
 
 fn b64_json<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
@@ -206,6 +236,12 @@ impl JwtAuth {
         let header: Header = b64_json(h).ok_or(bad("malformed header"))?;
         if header.crit.is_some() {
             return Err(bad("unsupported critical header"));
+        }
+        if !self.types.is_empty() {
+            let typ = header.typ.as_deref().map(media_type);
+            if !typ.is_some_and(|t| self.types.iter().any(|a| media_type(a) == t)) {
+                return Err(bad("token type not accepted"));
+            }
         }
         let signature = b64url_decode(s).ok_or(bad("malformed signature"))?;
         let signed = token
@@ -303,12 +339,17 @@ impl JwtAuth {
             .filter(|s| !s.is_empty() && s.len() <= 256)
             .ok_or(bad("no subject"))?;
         let tenant = match claims.get(&self.tenant_claim) {
-            None => iss,
-            Some(Value::String(t)) if !t.is_empty() && t.len() <= 256 => t.as_str(),
+            None if self.tenant_required => return Err(bad("no tenant")),
+            None => format!("{ISSUER_TENANT_PREFIX}{iss}"),
+            Some(Value::String(t))
+                if !t.is_empty() && t.len() <= 256 && !t.starts_with(ISSUER_TENANT_PREFIX) =>
+            {
+                t.clone()
+            }
             Some(_) => return Err(bad("malformed tenant")),
         };
         Ok(Owner {
-            tenant: tenant.to_owned(),
+            tenant,
             principal: sub.to_owned(),
         })
     }
@@ -343,7 +384,9 @@ pub fn sign_hs256(secret: &[u8], claims: &Value) -> String {
 }
 
 /// Parses a JWKS document (`{"keys":[...]}`) with OKP/Ed25519 and EC/P-256
-/// public keys.
+/// public keys. A key whose `use` is not `sig`, whose `alg` is not its
+/// curve's (`EdDSA`, `ES256`) or whose `key_ops` lack `verify` is left out:
+/// it never verifies a token.
 pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
     #[derive(Deserialize)]
     struct Jwks {
@@ -362,6 +405,12 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
         y: Option<String>,
         #[serde(default)]
         d: Option<Value>,
+        #[serde(default, rename = "use")]
+        usage: Option<String>,
+        #[serde(default)]
+        alg: Option<String>,
+        #[serde(default)]
+        key_ops: Option<Vec<String>>,
     }
     let jwks: Jwks =
         serde_json::from_str(text).map_err(|_| "the key set is not a JWKS document".to_string())?;
@@ -400,7 +449,16 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
             }
             _ => return Err("only OKP/Ed25519 and EC/P-256 keys are supported".into()),
         };
-        out.push(PublicKey { kid: k.kid, key });
+        // A key published for another use, another algorithm or other
+        // operations never verifies a token.
+        let for_signatures = k.usage.as_deref().is_none_or(|u| u == "sig")
+            && k.alg.as_deref().is_none_or(|a| a == key.alg())
+            && k.key_ops
+                .as_ref()
+                .is_none_or(|ops| ops.iter().any(|o| o == "verify"));
+        if for_signatures {
+            out.push(PublicKey { kid: k.kid, key });
+        }
     }
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! Server settings, and reading them from a platform's environment
 //! (Worker variables and secrets, WASI environment variables).
 
-use crate::auth::{Auth, JwtAuth, parse_jwks};
+use crate::auth::{Auth, JwtAuth, MAX_LEEWAY_MS, parse_jwks};
 use crate::limits::Limits;
 use crate::outbound::OutboundPolicy;
 use crate::owner::Owner;
@@ -88,6 +88,15 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// False when a key set was configured and none of its keys verifies
+/// signatures.
+fn keys_configured_or_none(
+    get: &dyn Fn(&str) -> Option<String>,
+    keys: &[crate::auth::PublicKey],
+) -> bool {
+    get("MCP_JWT_KEYS").is_none() || !keys.is_empty()
+}
+
 fn jwt_from_env(
     get: &dyn Fn(&str) -> Option<String>,
     number: &dyn Fn(&str) -> Result<Option<u64>, ConfigError>,
@@ -123,13 +132,40 @@ fn jwt_from_env(
     let authorization_servers = get("MCP_AUTHORIZATION_SERVERS")
         .map(|v| list(&v))
         .unwrap_or_else(|| vec![issuer.clone()]);
+    if !keys_configured_or_none(&get, &keys) {
+        return Err(ConfigError(
+            "MCP_JWT_KEYS has no key usable for signatures (use \"sig\", alg EdDSA or ES256, key_ops with \"verify\")".into(),
+        ));
+    }
+    let leeway_ms = match number("MCP_JWT_LEEWAY_MS")? {
+        None => 60_000,
+        Some(v) if v <= MAX_LEEWAY_MS as u64 => v as i64,
+        Some(_) => {
+            return Err(ConfigError(format!(
+                "MCP_JWT_LEEWAY_MS must be at most {MAX_LEEWAY_MS} (five minutes)"
+            )));
+        }
+    };
+    let tenant_claim = get("MCP_JWT_TENANT_CLAIM");
+    let tenant_required = match get("MCP_JWT_TENANT_REQUIRED").as_deref() {
+        None => tenant_claim.is_some(),
+        Some("true") => true,
+        Some("false") => false,
+        Some(_) => {
+            return Err(ConfigError(
+                "MCP_JWT_TENANT_REQUIRED must be true or false".into(),
+            ));
+        }
+    };
     Ok(JwtAuth {
         issuer,
         resource,
         hs256_secret,
         keys,
-        tenant_claim: get("MCP_JWT_TENANT_CLAIM").unwrap_or_else(|| "tenant".to_owned()),
-        leeway_ms: number("MCP_JWT_LEEWAY_MS")?.map_or(60_000, |v| v.min(3_600_000) as i64),
+        tenant_claim: tenant_claim.unwrap_or_else(|| "tenant".to_owned()),
+        tenant_required,
+        types: get("MCP_JWT_TYPES").map(|v| list(&v)).unwrap_or_default(),
+        leeway_ms,
         authorization_servers,
     })
 }
@@ -160,8 +196,10 @@ impl Config {
     /// | `MCP_JWT_ISSUER` | the required token issuer (`jwt`) |
     /// | `MCP_JWT_HS256_SECRET` | shared secret for HS256 tokens (secret, >= 32 bytes) |
     /// | `MCP_JWT_KEYS` | JWKS with Ed25519 (`OKP`) and P-256 (`EC`) public keys |
-    /// | `MCP_JWT_TENANT_CLAIM` | the claim naming the tenant (default `tenant`; the issuer when absent) |
-    /// | `MCP_JWT_LEEWAY_MS` | clock skew allowed on `exp`/`nbf` (default 60000) |
+    /// | `MCP_JWT_TENANT_CLAIM` | the claim naming the tenant (default `tenant`); setting it makes the claim required |
+    /// | `MCP_JWT_TENANT_REQUIRED` | `true`/`false`: whether tokens must carry the tenant claim (default: `true` when `MCP_JWT_TENANT_CLAIM` is set); without it a token's tenant is `iss:` and the issuer |
+    /// | `MCP_JWT_TYPES` | comma-separated accepted `typ` values (for example `at+jwt`); unset = not checked |
+    /// | `MCP_JWT_LEEWAY_MS` | clock skew allowed on `exp`/`nbf` (default 60000, at most 300000) |
     /// | `MCP_AUTHORIZATION_SERVERS` | comma-separated, for the protected resource metadata (default: the issuer) |
     /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no quota) |
     /// | `MCP_OUTBOUND_ALLOW` | comma-separated origins (`https://api.example.com`) task steps may call; unset = none |
@@ -377,6 +415,43 @@ mod tests {
             !format!("{:?}", c.auth).contains("0123456789abcdef0123456789abcdef"),
             "Debug never shows the secret"
         );
+        let jwt_env = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = vec![
+                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_AUTH", "jwt"),
+                ("MCP_RESOURCE_URL", "http://127.0.0.1:8787/mcp"),
+                ("MCP_JWT_ISSUER", "https://issuer.example"),
+                ("MCP_JWT_HS256_SECRET", "0123456789abcdef0123456789abcdef"),
+            ];
+            pairs.extend_from_slice(extra);
+            Config::from_env(env(&pairs))
+        };
+        // Leeway is capped at five minutes.
+        assert!(jwt_env(&[("MCP_JWT_LEEWAY_MS", "300000")]).is_ok());
+        assert!(jwt_env(&[("MCP_JWT_LEEWAY_MS", "300001")]).is_err());
+        // Naming the tenant claim makes it required, unless said otherwise.
+        let jwt = |c: Config| c.auth.jwt().unwrap().clone();
+        assert!(!jwt(jwt_env(&[]).unwrap()).tenant_required);
+        assert!(jwt(jwt_env(&[("MCP_JWT_TENANT_CLAIM", "org")]).unwrap()).tenant_required);
+        assert!(
+            !jwt(jwt_env(&[
+                ("MCP_JWT_TENANT_CLAIM", "org"),
+                ("MCP_JWT_TENANT_REQUIRED", "false")
+            ])
+            .unwrap())
+            .tenant_required
+        );
+        assert!(jwt_env(&[("MCP_JWT_TENANT_REQUIRED", "yes")]).is_err());
+        assert_eq!(
+            jwt(jwt_env(&[("MCP_JWT_TYPES", "at+jwt, jwt")]).unwrap()).types,
+            ["at+jwt", "jwt"]
+        );
+        // A key set with no signature key is a configuration error.
+        assert!(jwt_env(&[(
+            "MCP_JWT_KEYS",
+            r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","use":"enc"}]}"#
+        )])
+        .is_err());
         let c = Config::from_env(env(&[("MCP_STATE_SECRET", "0123456789abcdef")])).unwrap();
         assert_eq!(
             c.auth,

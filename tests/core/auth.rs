@@ -45,6 +45,8 @@ fn jwt_auth() -> JwtAuth {
             },
         ],
         tenant_claim: "tenant".into(),
+        tenant_required: false,
+        types: Vec::new(),
         leeway_ms: 60_000,
         authorization_servers: vec![ISSUER.into()],
     }
@@ -283,6 +285,138 @@ fn every_token_defect_is_refused_with_401() {
         T0,
     ));
     assert_eq!(r.status, 401);
+}
+
+/// A server whose JWT settings are edited by `edit`.
+fn server_with(edit: impl FnOnce(&mut JwtAuth)) -> Server<Arc<MemoryStore>> {
+    let mut auth = jwt_auth();
+    edit(&mut auth);
+    let mut c = config();
+    c.auth = Auth::Jwt(Box::new(auth));
+    Server::new(
+        Arc::new(MemoryStore::new()),
+        c,
+        crate::support::all_tools(),
+        Box::new(SequentialIds::starting_at(1)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn token_types_keys_and_tenants_are_checked_strictly() {
+    let good = claims("alice", "acme");
+    let hs_typed = |typ: Option<&str>| {
+        let header = match typ {
+            Some(t) => json!({"alg": "HS256", "typ": t}),
+            None => json!({"alg": "HS256"}),
+        };
+        jws(header, &good, |m| {
+            mcp_tasks_edge::crypto::hmac_raw(HS, m).to_vec()
+        })
+    };
+    // A `typ` allow-list: at+jwt (RFC 9068), with or without `application/`.
+    let s = server_with(|a| a.types = vec!["at+jwt".into()]);
+    for (typ, status) in [
+        (Some("at+jwt"), 200),
+        (Some("application/AT+JWT"), 200),
+        (Some("JWT"), 401),
+        (Some("id_token+jwt"), 401),
+        (None, 401),
+    ] {
+        let r = call(&s, Some(&hs_typed(typ)), 1, "tools/list", json!({}));
+        assert_eq!(r.status, status, "typ {typ:?}");
+    }
+    // Without the list, `typ` is not checked.
+    let s = server();
+    assert_eq!(
+        call(&s, Some(&hs_typed(Some("JWT"))), 1, "tools/list", json!({})).status,
+        200
+    );
+
+    // Keys published for encryption, for another algorithm or without
+    // `verify` never verify a token.
+    let x = b64url(ed_key().verifying_key().as_bytes());
+    for (jwk, verifies) in [
+        (
+            json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": x, "use": "sig", "alg": "EdDSA", "key_ops": ["verify"]}),
+            true,
+        ),
+        (
+            json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": x, "use": "enc"}),
+            false,
+        ),
+        (
+            json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": x, "alg": "ES256"}),
+            false,
+        ),
+        (
+            json!({"kty": "OKP", "crv": "Ed25519", "kid": "k", "x": x, "key_ops": ["encrypt"]}),
+            false,
+        ),
+    ] {
+        let keys = mcp_tasks_edge::auth::parse_jwks(&json!({"keys": [jwk]}).to_string()).unwrap();
+        let s = server_with(|a| a.keys = keys);
+        let r = call(&s, Some(&eddsa(&good, "k")), 1, "tools/list", json!({}));
+        assert_eq!(r.status, if verifies { 200 } else { 401 }, "{jwk}");
+    }
+
+    // A token without the tenant claim: refused when the claim is required;
+    // otherwise its tenant is namespaced, and a tenant claim can never take
+    // that name.
+    let mut no_tenant = good.clone();
+    no_tenant.as_object_mut().unwrap().remove("tenant");
+    let s = server_with(|a| a.tenant_required = true);
+    assert_eq!(
+        call(
+            &s,
+            Some(&sign_hs256(HS, &no_tenant)),
+            1,
+            "tools/list",
+            json!({})
+        )
+        .status,
+        401
+    );
+    let s = server();
+    let start = |token: &str| {
+        let r = call(
+            &s,
+            Some(token),
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        );
+        json_of(&r)["result"]["taskId"].as_str().unwrap().to_owned()
+    };
+    let issuer_tenant = start(&sign_hs256(HS, &no_tenant));
+    // The same principal with a tenant claim equal to the issuer (or to the
+    // namespaced form) cannot reach that task.
+    let as_issuer = sign_hs256(HS, &claims("alice", ISSUER));
+    let r = json_of(&call(
+        &s,
+        Some(&as_issuer),
+        2,
+        "tasks/get",
+        json!({"taskId": issuer_tenant}),
+    ));
+    assert_eq!(
+        r["error"]["message"], "Failed to retrieve task: Task not found",
+        "{r}"
+    );
+    let spoof = sign_hs256(HS, &claims("alice", &format!("iss:{ISSUER}")));
+    assert_eq!(
+        call(&s, Some(&spoof), 3, "tools/list", json!({})).status,
+        401
+    );
+    // The tenant-less token still reads its own task.
+    let r = json_of(&call(
+        &s,
+        Some(&sign_hs256(HS, &no_tenant)),
+        4,
+        "tasks/get",
+        json!({"taskId": issuer_tenant}),
+    ));
+    assert_eq!(r["result"]["taskId"], issuer_tenant.as_str(), "{r}");
 }
 
 #[test]

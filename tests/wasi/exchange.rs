@@ -45,7 +45,11 @@ async fn exchange_and_wasi_http_answer_alike() {
         msg(2, "server/discover", json!({})),
         msg(3, "tools/list", json!({})),
         msg(4, "tasks/get", json!({"taskId": task})),
-        msg(5, "tasks/get", json!({"taskId": "tsk_unknownAAAAAAAAAAAAAAA"})),
+        msg(
+            5,
+            "tasks/get",
+            json!({"taskId": "tsk_unknownAAAAAAAAAAAAAAA"}),
+        ),
         msg(
             6,
             "tools/call",

@@ -150,9 +150,21 @@ async fn cross_tenant_probes_find_nothing_through_the_component() {
         json!({"taskId": "tsk_AAAAAAAAAAAAAAAAAAAAAA"}),
     )
     .await;
-    let foreign = call(&rt, Some(&later[1]), "tasks/get", json!({"taskId": owned[0]})).await;
+    let foreign = call(
+        &rt,
+        Some(&later[1]),
+        "tasks/get",
+        json!({"taskId": owned[0]}),
+    )
+    .await;
     assert_eq!(foreign, unknown, "a foreign expired task");
-    let (_, own) = call(&rt, Some(&later[0]), "tasks/get", json!({"taskId": owned[0]})).await;
+    let (_, own) = call(
+        &rt,
+        Some(&later[0]),
+        "tasks/get",
+        json!({"taskId": owned[0]}),
+    )
+    .await;
     let v: Value = serde_json::from_slice(&own).unwrap();
     assert_eq!(
         v["error"]["message"], "Failed to retrieve task: Task has expired",
