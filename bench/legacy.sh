@@ -17,7 +17,7 @@ cargo build --release --target wasm32-wasip2 --quiet -p mcp-tasks-edge-server --
 cargo build --release -p mcp-tasks-edge-host --quiet
 (cd bench && cargo build --release --quiet --bin load)
 work=$(mktemp -d /tmp/mcp-legacy-bench.XXXXXX)
-setsid env MCP_STATE_SECRET=bench-state-secret-0123456789 MCP_AUTH=insecure-local MCP_TOOLS=all \
+setsid env MCP_STATE_SECRET=bench-state-secret-0123456789-abcdef MCP_AUTH=insecure-local MCP_TOOLS=all \
   MCP_MAX_OUTSTANDING_TASKS=0 MCP_REPORT_OUTLINE_MS=0 \
   ./target/release/host --port "$PORT" --data "$work/store" >"$work/host.log" 2>&1 &
 pid=$!

@@ -48,7 +48,7 @@ cleanup() {
 trap cleanup EXIT
 
 MCP_TOOLS=all MCP_AUTH=insecure-local \
-  MCP_STATE_SECRET="conformance-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" \
+  MCP_STATE_SECRET="conformance-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" \
   ./target/debug/host --port 0 --data "$data/store" >"$log" 2>&1 &
 host_pid=$!
 
@@ -139,7 +139,7 @@ if wanted clients; then
   # completes, a tool that reports progress) on a second host.
   starter_log="$data/starter.log"
   : >"$starter_log"
-  MCP_AUTH=insecure-local MCP_STATE_SECRET="starter-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')" \
+  MCP_AUTH=insecure-local MCP_STATE_SECRET="starter-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" \
     ./target/debug/host --port 0 --data "$data/starter" \
     --component target/wasm32-wasip2/release/mcp_tasks_edge_starter.wasm >"$starter_log" 2>&1 &
   starter_pid=$!

@@ -2,6 +2,7 @@
 //! (Worker variables and secrets, WASI environment variables).
 
 use crate::auth::{Auth, JwtAuth, MAX_LEEWAY_MS, parse_jwks};
+use crate::crypto::Keyring;
 use crate::limits::Limits;
 use crate::outbound::OutboundPolicy;
 use crate::owner::Owner;
@@ -21,9 +22,10 @@ pub struct Config {
     pub lease_ms: u64,
     /// Most tasks one tick advances.
     pub tick_budget: usize,
-    /// Key for `requestState` integrity tags and derived ids. Must be secret
-    /// and shared by every replica.
-    pub state_secret: Vec<u8>,
+    /// Keys for `requestState` integrity tags and derived ids: the current
+    /// one and, during a rotation, the previous one. Secret and shared by
+    /// every replica.
+    pub state_keys: Keyring,
     /// How long a `requestState` stays valid.
     pub request_state_ttl_ms: u64,
     /// Cache hints on `server/discover` and the lists.
@@ -59,7 +61,7 @@ impl Default for Config {
             poll_interval_ms: 1_000,
             lease_ms: 30_000,
             tick_budget: 100,
-            state_secret: Vec::new(),
+            state_keys: Keyring::default(),
             request_state_ttl_ms: 600_000,
             discover_ttl_ms: 3_600_000,
             list_ttl_ms: 300_000,
@@ -170,6 +172,29 @@ fn jwt_from_env(
     })
 }
 
+/// The shortest state secret: 32 bytes, or 64 hexadecimal digits (a hex
+/// string carries half a byte per character).
+pub const MIN_STATE_SECRET_BYTES: usize = 32;
+
+/// Refuses a state secret with less than 32 bytes of key material: shorter
+/// than 32 characters, or hexadecimal and shorter than 64, or one
+/// character repeated.
+fn strong_secret(name: &str, value: &str) -> Result<(), ConfigError> {
+    let hex = value.bytes().all(|b| b.is_ascii_hexdigit());
+    let needed = if hex {
+        2 * MIN_STATE_SECRET_BYTES
+    } else {
+        MIN_STATE_SECRET_BYTES
+    };
+    let repeated = value.bytes().all(|b| Some(b) == value.bytes().next());
+    if value.len() < needed || repeated {
+        return Err(ConfigError(format!(
+            "{name} must be at least {MIN_STATE_SECRET_BYTES} random bytes (for example `openssl rand -hex 32`)"
+        )));
+    }
+    Ok(())
+}
+
 /// Reading a setting failed.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ConfigError(pub String);
@@ -187,7 +212,8 @@ impl Config {
     ///
     /// | variable | meaning |
     /// |---|---|
-    /// | `MCP_STATE_SECRET` | key for `requestState` tags (secret, required) |
+    /// | `MCP_STATE_SECRET` | key for `requestState` tags and derived ids (secret, required, at least 32 random bytes: 32 characters, or 64 hex digits) |
+    /// | `MCP_STATE_SECRET_PREVIOUS` | the key before a rotation: what it signed still verifies while it is set (keep it at least `MCP_TASK_TTL_MS`) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
     /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
@@ -237,14 +263,13 @@ impl Config {
         if let Some(o) = get("MCP_ALLOWED_ORIGINS") {
             c.allowed_origins = list(&o);
         }
-        match get("MCP_STATE_SECRET") {
-            Some(s) if s.len() >= 16 => c.state_secret = s.into_bytes(),
-            Some(_) => {
-                return Err(ConfigError(
-                    "MCP_STATE_SECRET must be at least 16 characters".into(),
-                ));
-            }
-            None => return Err(ConfigError("MCP_STATE_SECRET is not set".into())),
+        let current = get("MCP_STATE_SECRET")
+            .ok_or_else(|| ConfigError("MCP_STATE_SECRET is not set".into()))?;
+        strong_secret("MCP_STATE_SECRET", &current)?;
+        c.state_keys = Keyring::new(current.into_bytes());
+        if let Some(previous) = get("MCP_STATE_SECRET_PREVIOUS") {
+            strong_secret("MCP_STATE_SECRET_PREVIOUS", &previous)?;
+            c.state_keys = c.state_keys.with_previous(previous.into_bytes());
         }
         c.auth = match get("MCP_AUTH").as_deref() {
             None => Auth::Unconfigured,
@@ -306,7 +331,7 @@ mod tests {
     #[test]
     fn reads_settings() {
         let c = Config::from_env(env(&[
-            ("MCP_STATE_SECRET", "0123456789abcdef"),
+            ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
             ("MCP_TASK_TTL_MS", "60000"),
             (
                 "MCP_ALLOWED_ORIGINS",
@@ -347,15 +372,15 @@ mod tests {
             env(&[]),
             env(&[("MCP_STATE_SECRET", secret)]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_OUTBOUND_ALLOW", "ftp://files.example"),
             ]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_TASK_TTL_MS", "soon"),
             ]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "none"),
             ]),
         ] {
@@ -364,24 +389,24 @@ mod tests {
         }
         for bad_jwt in [
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "jwt"),
             ]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "jwt"),
                 ("MCP_RESOURCE_URL", "http://a/mcp"),
                 ("MCP_JWT_ISSUER", "i"),
             ]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "jwt"),
                 ("MCP_RESOURCE_URL", "http://a/mcp"),
                 ("MCP_JWT_ISSUER", "i"),
                 ("MCP_JWT_HS256_SECRET", secret),
             ]),
             env(&[
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "jwt"),
                 ("MCP_RESOURCE_URL", "http://a/mcp"),
                 ("MCP_JWT_ISSUER", "i"),
@@ -398,7 +423,7 @@ mod tests {
             );
         }
         let c = Config::from_env(env(&[
-            ("MCP_STATE_SECRET", "0123456789abcdef"),
+            ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
             ("MCP_AUTH", "jwt"),
             ("MCP_RESOURCE_URL", "http://127.0.0.1:8787/mcp"),
             ("MCP_JWT_ISSUER", "https://issuer.example"),
@@ -417,7 +442,7 @@ mod tests {
         );
         let jwt_env = |extra: &[(&'static str, &'static str)]| {
             let mut pairs = vec![
-                ("MCP_STATE_SECRET", "0123456789abcdef"),
+                ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123"),
                 ("MCP_AUTH", "jwt"),
                 ("MCP_RESOURCE_URL", "http://127.0.0.1:8787/mcp"),
                 ("MCP_JWT_ISSUER", "https://issuer.example"),
@@ -452,7 +477,11 @@ mod tests {
             r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","use":"enc"}]}"#
         )])
         .is_err());
-        let c = Config::from_env(env(&[("MCP_STATE_SECRET", "0123456789abcdef")])).unwrap();
+        let c = Config::from_env(env(&[(
+            "MCP_STATE_SECRET",
+            "state-secret-for-config-tests-0123",
+        )]))
+        .unwrap();
         assert_eq!(
             c.auth,
             Auth::Unconfigured,

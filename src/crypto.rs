@@ -47,6 +47,105 @@ pub fn short_tag_matches(key: &[u8], parts: &[&[u8]], tag: &str) -> bool {
     })
 }
 
+/// One state key and its id (the first 8 base64url characters of the
+/// SHA-256 of the key: it names the key without revealing it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StateKey {
+    id: String,
+    secret: Vec<u8>,
+}
+
+impl StateKey {
+    pub fn new(secret: impl Into<Vec<u8>>) -> Self {
+        let secret = secret.into();
+        let digest = sha256(&secret);
+        let mut id = b64url(&digest);
+        id.truncate(8);
+        StateKey { id, secret }
+    }
+
+    /// The key's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The key's bytes.
+    pub fn secret(&self) -> &[u8] {
+        &self.secret
+    }
+}
+
+/// The keys of everything the server signs (`requestState`, legacy session
+/// tokens and request ids) and derives (task ids from rounds, idempotency
+/// keys): the current key signs; the previous one, while configured, still
+/// verifies, so a key is rotated without voiding what is in flight.
+///
+/// ```
+/// use mcp_tasks_edge::crypto::Keyring;
+/// let old = Keyring::new(b"an old secret of at least 32 bytes!".to_vec());
+/// let rotated = Keyring::new(b"a new secret of at least 32 bytes!!".to_vec())
+///     .with_previous(b"an old secret of at least 32 bytes!".to_vec());
+/// assert!(rotated.by_id(old.current().id()).is_some());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Keyring {
+    current: StateKey,
+    previous: Option<StateKey>,
+}
+
+impl Keyring {
+    /// A keyring of one key.
+    pub fn new(current: impl Into<Vec<u8>>) -> Self {
+        Keyring {
+            current: StateKey::new(current),
+            previous: None,
+        }
+    }
+
+    /// The same keyring, with `previous` still verifying.
+    pub fn with_previous(mut self, previous: impl Into<Vec<u8>>) -> Self {
+        self.previous = Some(StateKey::new(previous));
+        self
+    }
+
+    /// The key that signs.
+    pub fn current(&self) -> &StateKey {
+        &self.current
+    }
+
+    /// The key named `id`, if configured.
+    pub fn by_id(&self, id: &str) -> Option<&StateKey> {
+        self.keys().find(|k| k.id == id)
+    }
+
+    /// Every key that verifies, current first.
+    pub fn keys(&self) -> impl Iterator<Item = &StateKey> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+
+    /// The first key for which `check` holds.
+    pub fn verifying(&self, mut check: impl FnMut(&[u8]) -> bool) -> Option<&StateKey> {
+        self.keys().find(|k| check(&k.secret))
+    }
+}
+
+impl Default for Keyring {
+    /// An empty key: only for settings filled in later.
+    fn default() -> Self {
+        Keyring::new(Vec::new())
+    }
+}
+
+impl std::fmt::Debug for Keyring {
+    /// Shows key ids, never keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyring")
+            .field("current", &self.current.id)
+            .field("previous", &self.previous.as_ref().map(|k| &k.id))
+            .finish()
+    }
+}
+
 /// HMAC-SHA-256 over `data` as it is (JWS HS256).
 pub fn hmac_raw(key: &[u8], data: &[u8]) -> [u8; 32] {
     let mut mac = new_mac(key);

@@ -1,6 +1,8 @@
 //! Integrity-protected `requestState` for core multi round-trip requests.
 //!
-//! Format: `base64url(payload) "." base64url(tag)`, where the payload is
+//! Format: `key id "." base64url(payload) "." base64url(tag)`, where the
+//! key id names the [`Keyring`] key that signed it (so a rotated-out key
+//! still verifies while it is configured as the previous one), the payload is
 //! `{"e": expiry ms, "n": nonce, "d": tool data}` and the tag is
 //! HMAC-SHA-256 over a domain label, tenant, principal, tool name, the
 //! SHA-256 of the canonical arguments, and the encoded payload. A state that
@@ -10,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::crypto::{b64url, b64url_decode, hmac_sha256, hmac_verify, sha256};
+use crate::crypto::{Keyring, StateKey, b64url, b64url_decode, hmac_sha256, hmac_verify, sha256};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -27,11 +29,15 @@ struct Payload {
     d: Value,
 }
 
-/// A verified state: the tool's data and the round's nonce.
+/// A verified state: the tool's data, the round's nonce, its expiry and
+/// the key that signed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verified {
     pub data: Value,
     pub nonce: String,
+    pub expires_at: Millis,
+    /// The id of the key that signed the state.
+    pub key_id: String,
 }
 
 fn args_digest(arguments: &Map<String, Value>) -> [u8; 32] {
@@ -67,7 +73,7 @@ fn with_tagged_parts<R>(
 
 /// Signs tool data for the next round.
 pub fn sign(
-    secret: &[u8],
+    keys: &Keyring,
     ids: &dyn IdSource,
     owner: &Owner,
     tool: &str,
@@ -85,10 +91,11 @@ pub fn sign(
     let json = serde_json::to_vec(&payload)
         .map_err(|_| RpcError::internal("Internal error: state encoding failed."))?;
     let encoded = b64url(&json);
+    let key = keys.current();
     let t = with_tagged_parts(owner, tool, arguments, &encoded, |parts| {
-        hmac_sha256(secret, parts)
+        hmac_sha256(key.secret(), parts)
     });
-    Ok(format!("{encoded}.{}", b64url(&t)))
+    Ok(format!("{}.{encoded}.{}", key.id(), b64url(&t)))
 }
 
 fn invalid() -> RpcError {
@@ -99,7 +106,7 @@ fn invalid() -> RpcError {
 
 /// Verifies a state echoed by the client for this caller, tool and arguments.
 pub fn verify(
-    secret: &[u8],
+    keys: &Keyring,
     owner: &Owner,
     tool: &str,
     arguments: &Map<String, Value>,
@@ -109,10 +116,16 @@ pub fn verify(
     if state.len() > MAX_LEN {
         return Err(invalid());
     }
-    let (encoded, tag_text) = state.split_once('.').ok_or_else(invalid)?;
+    let mut parts = state.split('.');
+    let (Some(key_id), Some(encoded), Some(tag_text), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(invalid());
+    };
+    let key: &StateKey = keys.by_id(key_id).ok_or_else(invalid)?;
     let given = b64url_decode(tag_text).ok_or_else(invalid)?;
     let genuine = with_tagged_parts(owner, tool, arguments, encoded, |parts| {
-        hmac_verify(secret, parts, &given)
+        hmac_verify(key.secret(), parts, &given)
     });
     if !genuine {
         return Err(invalid());
@@ -125,6 +138,8 @@ pub fn verify(
     Ok(Verified {
         data: payload.d,
         nonce: payload.n,
+        expires_at: payload.e,
+        key_id: key.id().to_owned(),
     })
 }
 
@@ -133,6 +148,10 @@ mod tests {
     use super::*;
     use crate::ids::SequentialIds;
     use serde_json::json;
+
+    fn k() -> Keyring {
+        Keyring::new(b"k".to_vec())
+    }
 
     fn owner(p: &str) -> Owner {
         Owner {
@@ -150,7 +169,7 @@ mod tests {
         let ids = SequentialIds::starting_at(1);
         let a = args(json!({"x": 1, "y": [true]}));
         let s = sign(
-            b"k",
+            &k(),
             &ids,
             &owner("alice"),
             "tool",
@@ -159,36 +178,43 @@ mod tests {
             1_000,
         )
         .unwrap();
-        let ok = verify(b"k", &owner("alice"), "tool", &a, &s, 999).unwrap();
+        let ok = verify(&k(), &owner("alice"), "tool", &a, &s, 999).unwrap();
         assert_eq!(ok.data, json!({"round": 1}));
         // Same arguments in another order still verify.
         let reordered = args(json!({"y": [true], "x": 1}));
-        assert!(verify(b"k", &owner("alice"), "tool", &reordered, &s, 0).is_ok());
+        assert!(verify(&k(), &owner("alice"), "tool", &reordered, &s, 0).is_ok());
         let refusals = [
-            verify(b"k", &owner("alice"), "tool", &a, &s, 1_000),
-            verify(b"k", &owner("bob"), "tool", &a, &s, 0),
-            verify(b"k", &owner("alice"), "other", &a, &s, 0),
+            verify(&k(), &owner("alice"), "tool", &a, &s, 1_000),
+            verify(&k(), &owner("bob"), "tool", &a, &s, 0),
+            verify(&k(), &owner("alice"), "other", &a, &s, 0),
             verify(
-                b"k",
+                &k(),
                 &owner("alice"),
                 "tool",
                 &args(json!({"x": 2, "y": [true]})),
                 &s,
                 0,
             ),
-            verify(b"k2", &owner("alice"), "tool", &a, &s, 0),
             verify(
-                b"k",
+                &Keyring::new(b"k2".to_vec()),
+                &owner("alice"),
+                "tool",
+                &a,
+                &s,
+                0,
+            ),
+            verify(
+                &k(),
                 &owner("alice"),
                 "tool",
                 &a,
                 &format!("{s}-TAMPERED"),
                 0,
             ),
-            verify(b"k", &owner("alice"), "tool", &a, "", 0),
-            verify(b"k", &owner("alice"), "tool", &a, "a.b.c", 0),
+            verify(&k(), &owner("alice"), "tool", &a, "", 0),
+            verify(&k(), &owner("alice"), "tool", &a, "a.b.c", 0),
             verify(
-                b"k",
+                &k(),
                 &owner("alice"),
                 "tool",
                 &a,
@@ -204,16 +230,39 @@ mod tests {
             tenant: "u".into(),
             principal: "alice".into(),
         };
-        assert!(verify(b"k", &other_tenant, "tool", &a, &s, 0).is_err());
+        assert!(verify(&k(), &other_tenant, "tool", &a, &s, 0).is_err());
+    }
+
+    #[test]
+    fn a_rotated_key_verifies_while_it_is_the_previous_one() {
+        let ids = SequentialIds::starting_at(1);
+        let a = Map::new();
+        let old = Keyring::new(b"old-key".to_vec());
+        let s = sign(&old, &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        let rotated = Keyring::new(b"new-key".to_vec()).with_previous(b"old-key".to_vec());
+        let v = verify(&rotated, &owner("alice"), "tool", &a, &s, 0).unwrap();
+        assert_eq!(v.key_id, old.current().id());
+        // New states are signed with the new key.
+        let fresh = sign(&rotated, &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        assert!(fresh.starts_with(rotated.current().id()));
+        // Once the previous key is dropped, its states are refused.
+        let dropped = Keyring::new(b"new-key".to_vec());
+        assert!(verify(&dropped, &owner("alice"), "tool", &a, &s, 0).is_err());
+        assert!(verify(&dropped, &owner("alice"), "tool", &a, &fresh, 0).is_ok());
+        // Another key's id on a genuine state is refused.
+        let (_, rest) = s.split_once('.').unwrap();
+        let relabelled = format!("{}.{rest}", rotated.current().id());
+        assert!(verify(&rotated, &owner("alice"), "tool", &a, &relabelled, 0).is_err());
     }
 
     #[test]
     fn changing_the_payload_breaks_the_tag() {
         let ids = SequentialIds::starting_at(1);
         let a = Map::new();
-        let s = sign(b"k", &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
-        let (_, t) = s.split_once('.').unwrap();
-        let forged = format!("{}.{t}", b64url(br#"{"e":99999999,"n":"x","d":2}"#));
-        assert!(verify(b"k", &owner("alice"), "tool", &a, &forged, 0).is_err());
+        let s = sign(&k(), &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        let (id, rest) = s.split_once('.').unwrap();
+        let (_, t) = rest.split_once('.').unwrap();
+        let forged = format!("{id}.{}.{t}", b64url(br#"{"e":99999999,"n":"x","d":2}"#));
+        assert!(verify(&k(), &owner("alice"), "tool", &a, &forged, 0).is_err());
     }
 }

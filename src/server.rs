@@ -402,7 +402,7 @@ impl<S: Store> Server<S> {
             &self.runner_id,
             self.config.lease_ms,
             &self.server_info,
-            &self.config.state_secret,
+            &self.config.state_keys,
         );
         r.retry = self.config.retry;
         r.outbound = self.outbound.as_ref();
@@ -499,7 +499,7 @@ impl<S: Store> Server<S> {
                 let list = catalog::templates_list(&self.tools, &call.params()?)?;
                 Ok(call.json(&self.cacheable(list)))
             }
-            Method::PromptsGet => self.prompts_get(&call),
+            Method::PromptsGet => self.prompts_get(&call).await,
             Method::ResourcesRead => self.resources_read(&call),
             Method::Complete => {
                 let result = catalog::complete(&self.tools, &call.params()?)?;
@@ -602,7 +602,7 @@ impl<S: Store> Server<S> {
         Ok(Outcome::Listen(sub))
     }
 
-    fn prompts_get(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
+    async fn prompts_get(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
         let p: catalog::GetPromptParams = c.params()?;
         c.mirror.check("Mcp-Name", c.mirror.name, &p.name, true)?;
         self.check_responses(p.input_responses.as_ref().map_or(0, Map::len))?;
@@ -616,7 +616,9 @@ impl<S: Store> Server<S> {
             input_responses: verified.as_ref().and(p.input_responses.as_ref()),
             round_state: verified.as_ref().map(|v| &v.data),
         };
-        match catalog::prompts_get(&self.tools, &p, Some(&round))? {
+        let plan = catalog::prompts_get(&self.tools, &p, Some(&round))?;
+        self.spend_round(verified.as_ref()).await?;
+        match plan {
             PromptPlan::Messages(result) => {
                 Ok(c.json(&self.complete(catalog::prompt_result(&result)?)))
             }
@@ -774,6 +776,11 @@ impl<S: Store> Server<S> {
             }
             Err(CallError::Rpc(e)) => return Err(e),
         };
+        if !matches!(plan, CallPlan::Task(_)) {
+            // A round that creates a task may be replayed (it finds the
+            // same task); any other round is answered once.
+            self.spend_round(verified.as_ref()).await?;
+        }
         match plan {
             CallPlan::Result(result) => Ok(complete_result(&result, &self.server_info)),
             CallPlan::InputRequired {
@@ -786,7 +793,12 @@ impl<S: Store> Server<S> {
                 }
                 let id = match &verified {
                     Some(v) => NewTaskId::FromRound {
-                        secret: &self.config.state_secret,
+                        secret: self
+                            .config
+                            .state_keys
+                            .by_id(&v.key_id)
+                            .unwrap_or(self.config.state_keys.current())
+                            .secret(),
                         nonce: &v.nonce,
                     },
                     None => NewTaskId::Random(self.ids.as_ref()),
@@ -824,7 +836,7 @@ impl<S: Store> Server<S> {
         state
             .map(|state| {
                 mrtr::verify(
-                    &self.config.state_secret,
+                    &self.config.state_keys,
                     &ctx.owner,
                     bound,
                     arguments,
@@ -833,6 +845,23 @@ impl<S: Store> Server<S> {
                 )
             })
             .transpose()
+    }
+
+    /// Marks a verified round as answered, so that its `requestState` is
+    /// single-use: one create-if-absent of a scratch record that expires
+    /// with the state (the runner purges it then). A second use is -32602.
+    async fn spend_round(&self, verified: Option<&mrtr::Verified>) -> Result<(), RpcError> {
+        let Some(v) = verified else {
+            return Ok(());
+        };
+        let key = crate::tasks::scratch::key(&format!("used_{}", v.nonce));
+        match self.store.put(&key, None, "{}", Some(v.expires_at)).await {
+            Ok(_) => Ok(()),
+            Err(crate::store::StoreError::Conflict { .. }) => Err(RpcError::invalid_params(
+                "Invalid requestState: this round was already answered; start the request again.",
+            )),
+            Err(crate::store::StoreError::Unavailable(why)) => Err(TaskError::Store(why).into()),
+        }
     }
 
     /// An `input_required` result: the requests, and the round's data signed
@@ -849,7 +878,7 @@ impl<S: Store> Server<S> {
             .now
             .saturating_add(self.config.request_state_ttl_ms as i64);
         let state = mrtr::sign(
-            &self.config.state_secret,
+            &self.config.state_keys,
             self.ids.as_ref(),
             &ctx.owner,
             bound,
@@ -914,6 +943,7 @@ impl<S: Store> Server<S> {
             now: ctx.now,
             ttl_ms: started.ttl_ms,
             poll_interval_ms: self.config.poll_interval_ms,
+            key_id: Some(self.config.state_keys.current().id().to_owned()),
         };
         let record = TaskService::new(&self.store, &self.server_info)
             .start(new, id, self.config.limits.max_outstanding_tasks)

@@ -188,9 +188,12 @@ pub async fn serve<S: Store>(
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
 ) -> HttpResponse {
-    let secret = &server.config().state_secret;
+    let keys = &server.config().state_keys;
     let session = match req.header(SESSION_HEADER) {
-        Some(token) => match session::verify(secret, &ctx.owner, token.trim()) {
+        Some(token) => match keys
+            .keys()
+            .find_map(|k| session::verify(k.secret(), &ctx.owner, token.trim()))
+        {
             Some(s) => Some(s),
             None => {
                 return HttpResponse::json(
@@ -294,8 +297,11 @@ async fn client_response<S: Store>(
     let Some(Value::String(id)) = r.id else {
         return refused("This response answers no request of this server.");
     };
-    let secret = &server.config().state_secret;
-    let Some((target, key)) = input::parse_id(secret, &ctx.owner, &id) else {
+    let keys = &server.config().state_keys;
+    let Some((target, key)) = keys
+        .keys()
+        .find_map(|k| input::parse_id(k.secret(), &ctx.owner, &id))
+    else {
         return refused("This response answers no request of this server.");
     };
     let outcome = match (r.result, r.error) {
@@ -476,7 +482,7 @@ fn initialize<S: Store>(
         map.insert("instructions".into(), Value::from(text.as_str()));
     }
     let token = session::issue(
-        &config.state_secret,
+        config.state_keys.current().secret(),
         server.ids(),
         &lc.ctx.owner,
         version,
@@ -636,7 +642,7 @@ async fn tools_call<S: Store>(
                 round_state,
             };
             Ok(Answer::Stream(Stream::round(
-                &config.state_secret,
+                config.state_keys.current().secret(),
                 id.clone(),
                 lc.ctx.owner.clone(),
                 call,

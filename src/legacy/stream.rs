@@ -240,7 +240,7 @@ impl Stream {
                     .and_then(|v| serde_json::from_value(v).ok())
                     .unwrap_or_default();
                 let target = Target::Task(task_id.clone());
-                let secret = server.config().state_secret.clone();
+                let secret = server.config().state_keys.current().secret().to_vec();
                 self.ask(&secret, &target, &requests, Some(&task_id));
             }
             s if s.is_terminal() => {
@@ -308,7 +308,7 @@ impl Stream {
                             call.key = key;
                             call.round_state = round_state;
                         }
-                        let secret = server.config().state_secret.clone();
+                        let secret = server.config().state_keys.current().secret().to_vec();
                         self.ask(&secret, &target, &requests, None);
                     }
                     Err(e) => self.fail(&e),

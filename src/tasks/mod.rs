@@ -287,6 +287,8 @@ pub struct NewTask<'a> {
     pub now: Millis,
     pub ttl_ms: u64,
     pub poll_interval_ms: u64,
+    /// The id of the state key its steps' idempotency keys derive from.
+    pub key_id: Option<String>,
 }
 
 /// Where a new task's id comes from.
@@ -373,6 +375,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             lease: None,
             steps: 0,
             attempts: 0,
+            key_id: new.key_id,
         };
         let expires = record.expires_at();
         match id {

@@ -84,6 +84,12 @@ pub struct TaskRecord {
     /// progress).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempts: u32,
+    /// The id of the state key current when the task was created: its
+    /// steps' idempotency keys are derived with it while it is configured,
+    /// so a key rotation does not change them mid-task. Absent in records
+    /// written before keys had ids (the current key is used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -366,6 +372,7 @@ mod tests {
             lease: None,
             steps: 0,
             attempts: 0,
+            key_id: None,
         }
     }
 

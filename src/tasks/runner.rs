@@ -18,6 +18,7 @@
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{TaskError, load, save};
+use crate::crypto::Keyring;
 use crate::error::{RpcError, truncate};
 use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
 use crate::protocol::tasks::TaskStatus;
@@ -154,8 +155,9 @@ pub struct Runner<'a, S: Store> {
     pub lease_ms: u64,
     /// The server's identity, rendered into completed results.
     pub server_info: &'a Value,
-    /// Keys the idempotency keys handed to steps.
-    pub secret: &'a [u8],
+    /// Keys the idempotency keys handed to steps (the key a task was
+    /// created under, while it is configured).
+    pub keys: &'a Keyring,
     pub retry: RetryPolicy,
     /// The platform clock, read after a step to commit at the right time;
     /// `None` commits at the tick's `now`.
@@ -200,7 +202,7 @@ impl<'a, S: Store> Runner<'a, S> {
         id: &'a str,
         lease_ms: u64,
         server_info: &'a Value,
-        secret: &'a [u8],
+        keys: &'a Keyring,
     ) -> Self {
         Runner {
             store,
@@ -208,7 +210,7 @@ impl<'a, S: Store> Runner<'a, S> {
             id,
             lease_ms,
             server_info,
-            secret,
+            keys,
             retry: RetryPolicy::default(),
             clock: None,
             outbound: &NO_OUTBOUND,
@@ -389,7 +391,12 @@ impl<'a, S: Store> Runner<'a, S> {
             state: &r.state,
             answers: &r.answers,
             capabilities: &r.capabilities,
-            secret: self.secret,
+            secret: r
+                .key_id
+                .as_deref()
+                .and_then(|id| self.keys.by_id(id))
+                .unwrap_or(self.keys.current())
+                .secret(),
             idempotency_key: std::cell::OnceCell::new(),
             env: StepEnv {
                 outbound: self.outbound,

@@ -176,14 +176,9 @@ fn a_cancel_racing_a_lease_is_kept() {
     };
     let tools = crate::support::all_tools();
     let info = json!({"name": "test", "version": "0"});
-    let runner = mcp_tasks_edge::tasks::runner::Runner::new(
-        &interleaved,
-        &tools,
-        "r",
-        30_000,
-        &info,
-        b"test-secret-key",
-    );
+    let keys = mcp_tasks_edge::crypto::Keyring::new(b"test-secret-key".to_vec());
+    let runner =
+        mcp_tasks_edge::tasks::runner::Runner::new(&interleaved, &tools, "r", 30_000, &info, &keys);
     // The claim's write conflicts with the cancel: the runner backs off.
     assert!(matches!(
         block_on(runner.claim(&task, now)).unwrap(),

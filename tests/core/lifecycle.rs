@@ -443,3 +443,86 @@ fn every_result_carries_result_type_and_lists_are_cacheable() {
     }
     let _ = meta(caps());
 }
+
+/// The first round of a synchronous MRTR fixture, and its answered retry.
+fn answered_round(h: &Harness) -> Value {
+    let name = "test_input_required_result_elicitation";
+    let r1 = h.ok("tools/call", json!({"name": name, "arguments": {}}));
+    assert_eq!(r1["resultType"], "input_required", "{r1}");
+    json!({
+        "name": name,
+        "arguments": {},
+        "inputResponses": {"user_name": accept(json!({"name": "Ada"}))},
+        "requestState": r1["requestState"],
+    })
+}
+
+#[test]
+fn a_synchronous_round_is_answered_once() {
+    let h = Harness::new();
+    let retry = answered_round(&h);
+    let r = h.ok("tools/call", retry.clone());
+    assert_eq!(r["content"][0]["text"], "Hello, Ada!");
+    let before = h.store.len();
+    // The same round again (a replay): refused, and nothing else stored.
+    let (_, e) = h.send("tools/call", retry.clone());
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already answered"),
+        "{e}"
+    );
+    assert_eq!(h.store.len(), before);
+    // A fresh round works as before.
+    let again = answered_round(&h);
+    assert_eq!(
+        h.ok("tools/call", again)["content"][0]["text"],
+        "Hello, Ada!"
+    );
+    // The spent-round records expire with their states, and the runner
+    // purges them.
+    h.advance(h.server.config().request_state_ttl_ms as i64 + 1);
+    h.tick();
+    assert_eq!(h.store.len(), 0, "spent rounds purged at expiry");
+}
+
+#[test]
+fn request_states_survive_a_key_rotation_until_the_old_key_is_dropped() {
+    use mcp_tasks_edge::crypto::Keyring;
+    let store = std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new());
+    let with_keys = |seed: u64, keys: Keyring| {
+        let mut c = crate::support::config();
+        c.state_keys = keys;
+        Harness::with_config(store.clone(), seed, c)
+    };
+    let old = b"the-old-state-key-of-32-bytes-or-more".to_vec();
+    let new = b"the-new-state-key-of-32-bytes-or-more".to_vec();
+    let before = with_keys(1, Keyring::new(old.clone()));
+    let pending = answered_round(&before);
+    let pending_too = answered_round(&before);
+    // Rotated: the new key signs, the old one still verifies.
+    let rotated = with_keys(2, Keyring::new(new.clone()).with_previous(old));
+    assert_eq!(
+        rotated.ok("tools/call", pending)["content"][0]["text"],
+        "Hello, Ada!"
+    );
+    let fresh = answered_round(&rotated);
+    // The old key dropped: what it signed is refused; the new key's states
+    // still verify.
+    let after = with_keys(3, Keyring::new(new));
+    let (_, e) = after.send("tools/call", pending_too);
+    assert_eq!(e["error"]["code"], -32602);
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid requestState"),
+        "{e}"
+    );
+    assert_eq!(
+        after.ok("tools/call", fresh)["content"][0]["text"],
+        "Hello, Ada!"
+    );
+}

@@ -91,8 +91,13 @@ fn job_config() -> Config {
 /// A harness whose steps reach `upstream` through a fake client.
 fn harness(upstream: Rc<Upstream>, cfg: Config) -> (Harness, Rc<FakeOutbound>) {
     let fake = Rc::new(FakeOutbound::new(move |req| upstream.answer(req)));
-    let out = fake.clone();
-    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, cfg).with_server(|s| {
+    let h = serving(Arc::new(MemoryStore::new()), 1, fake.clone(), cfg);
+    (h, fake)
+}
+
+/// A harness over `store` whose steps reach the fake client `out`.
+fn serving(store: Arc<MemoryStore>, seed: u64, out: Rc<FakeOutbound>, cfg: Config) -> Harness {
+    Harness::with_config(store, seed, cfg).with_server(|s| {
         s.with_outbound(Box::new(out))
             .with_tool_settings(Box::new(|name: &str| match name {
                 "JOB_API_URL" => Some(API.to_owned()),
@@ -100,8 +105,7 @@ fn harness(upstream: Rc<Upstream>, cfg: Config) -> (Harness, Rc<FakeOutbound>) {
                 "MCP_STATE_SECRET" => Some("leaked".to_owned()),
                 _ => None,
             }))
-    });
-    (h, fake)
+    })
 }
 
 fn keys(fake: &FakeOutbound, method: &str) -> Vec<String> {
@@ -212,6 +216,29 @@ fn upstream_errors_are_retried_with_backoff_and_the_same_key() {
     let claim_key = idempotency_key(b"test-secret-key", &task, 0);
     assert_eq!(submitted[0], claim_key);
     assert_ne!(idempotency_key(b"test-secret-key", &task, 1), claim_key);
+}
+
+#[test]
+fn a_key_rotation_keeps_a_running_tasks_idempotency_keys() {
+    let upstream = Rc::new(Upstream::default());
+    upstream.submit.borrow_mut().push_back(500);
+    let fake = Rc::new(FakeOutbound::new(move |req| upstream.answer(req)));
+    let store = Arc::new(MemoryStore::new());
+    let h = serving(store.clone(), 1, fake.clone(), job_config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    h.tick();
+    // The state key is rotated between the failed attempt and its retry.
+    let mut rotated = job_config();
+    rotated.state_keys =
+        mcp_tasks_edge::crypto::Keyring::new(b"a-brand-new-state-key-of-32-bytes!!".to_vec())
+            .with_previous(b"test-secret-key".to_vec());
+    let r = serving(store, 2, fake.clone(), rotated);
+    r.now.set(h.now.get() + 1_000);
+    assert_eq!(r.tick().stepped, 1);
+    let submitted = keys(&fake, "POST");
+    assert_eq!(submitted.len(), 2, "{submitted:?}");
+    assert_eq!(submitted[1], submitted[0], "the retry keeps its key");
+    assert_eq!(submitted[0], idempotency_key(b"test-secret-key", &task, 0));
 }
 
 #[test]

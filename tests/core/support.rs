@@ -36,7 +36,7 @@ pub fn all_tools() -> ToolSet {
 
 pub fn config() -> Config {
     Config {
-        state_secret: b"test-secret-key".to_vec(),
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"test-secret-key".to_vec()),
         ..Config::default()
     }
 }

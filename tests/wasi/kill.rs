@@ -49,7 +49,7 @@ async fn start_host(dir: &Path, port: u16, up: &Upstream) -> Host {
         .args(["--env", "JOB_API_URL"])
         .env("MCP_AUTH", "insecure-local")
         .env("MCP_INSECURE_PRINCIPAL", "acme/alice")
-        .env("MCP_STATE_SECRET", "kill-test-state-secret")
+        .env("MCP_STATE_SECRET", "kill-test-state-secret-of-32-bytes!")
         .env("MCP_TOOLS", "all")
         .env("MCP_LEASE_MS", "2000")
         .env("MCP_OUTBOUND_ALLOW", up.origin())

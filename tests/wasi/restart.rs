@@ -51,7 +51,8 @@ async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
             mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS,
         ));
         let info = serde_json::json!({"name": "mcp-tasks-edge", "version": "0"});
-        let runner = Runner::new(&store, &tools, "crashed-runner", 30_000, &info, b"secret");
+        let keys = mcp_tasks_edge::crypto::Keyring::new(b"secret".to_vec());
+        let runner = Runner::new(&store, &tools, "crashed-runner", 30_000, &info, &keys);
         let claim = block_on(runner.claim(&compute, clock.now_ms())).unwrap();
         assert!(matches!(claim, ClaimOutcome::Claimed(_)), "{claim:?}");
     }

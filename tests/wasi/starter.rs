@@ -20,7 +20,10 @@ async fn the_starter_component_waits_for_a_url() {
     let mut s = settings(&clock);
     s.env = vec![
         ("MCP_AUTH".into(), "insecure-local".into()),
-        ("MCP_STATE_SECRET".into(), "starter-state-secret".into()),
+        (
+            "MCP_STATE_SECRET".into(),
+            "starter-state-secret-of-32-bytes!!".into(),
+        ),
         ("MCP_OUTBOUND_ALLOW".into(), up.origin()),
     ];
     let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
@@ -94,7 +97,10 @@ async fn rmcp_reads_the_starters_resource_prompt_completion_and_progress() {
     let mut s = settings(&clock);
     s.env = vec![
         ("MCP_AUTH".into(), "insecure-local".into()),
-        ("MCP_STATE_SECRET".into(), "starter-state-secret".into()),
+        (
+            "MCP_STATE_SECRET".into(),
+            "starter-state-secret-of-32-bytes!!".into(),
+        ),
     ];
     s.guest_stderr = false;
     let store = Arc::new(SqliteStore::open(dir.path()).unwrap());

@@ -87,7 +87,7 @@ pub fn env(extra: &[(&str, &str)]) -> Vec<(String, String)> {
         ("MCP_TOOLS", "all"),
         ("MCP_AUTH", "insecure-local"),
         ("MCP_INSECURE_PRINCIPAL", "acme/alice"),
-        ("MCP_STATE_SECRET", "wasi-tests-state-secret"),
+        ("MCP_STATE_SECRET", "wasi-tests-state-secret-of-32-bytes"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))

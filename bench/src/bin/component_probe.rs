@@ -26,7 +26,7 @@ fn main() {
         [
             ("MCP_TOOLS", "all"),
             ("MCP_AUTH", "insecure-local"),
-            ("MCP_STATE_SECRET", "probe-state-secret-0123456789"),
+            ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
             ("MCP_MAX_OUTSTANDING_TASKS", "0"),
         ]
         .iter()

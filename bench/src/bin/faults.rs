@@ -79,7 +79,7 @@ impl Host {
         let mut cmd = Command::new(bin);
         cmd.args(["--port", &port.to_string(), "--data"])
             .arg(data)
-            .env("MCP_STATE_SECRET", "faults-state-secret-0123456789")
+            .env("MCP_STATE_SECRET", "faults-state-secret-0123456789-abcdef")
             .env("MCP_AUTH", "insecure-local")
             .env("MCP_INSECURE_PRINCIPAL", "faults/client")
             .env("MCP_TOOLS", "all")

@@ -82,7 +82,7 @@ async fn probe(n: u32, sync: sqlite::Sync, addr: std::net::SocketAddr) -> Durati
         [
             ("MCP_TOOLS", "all"),
             ("MCP_AUTH", "insecure-local"),
-            ("MCP_STATE_SECRET", "probe-state-secret-0123456789"),
+            ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
             ("MCP_MAX_OUTSTANDING_TASKS", "0"),
             ("MCP_OUTBOUND_ALLOW", origin.as_str()),
             ("JOB_API_URL", url.as_str()),

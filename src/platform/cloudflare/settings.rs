@@ -168,7 +168,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         m.entry("MCP_STATE_SECRET".into())
-            .or_insert_with(|| "0123456789abcdef".into());
+            .or_insert_with(|| "worker-settings-test-state-secret".into());
         move |k| m.get(k).cloned()
     }
 
