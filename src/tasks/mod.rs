@@ -238,9 +238,10 @@ pub const TASK_ID_LEN: usize = 26;
 pub fn is_task_id(id: &str) -> bool {
     id.len() == TASK_ID_LEN
         && id.starts_with("tsk_")
-        && id.as_bytes()[4..]
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+        && id
+            .bytes()
+            .skip(4)
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Reads a record from the store. A body that does not decode is reported,
