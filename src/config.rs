@@ -215,6 +215,9 @@ impl Config {
     /// | `MCP_STATE_SECRET` | key for `requestState` tags and derived ids (secret, required, at least 32 random bytes: 32 characters, or 64 hex digits) |
     /// | `MCP_STATE_SECRET_PREVIOUS` | the key before a rotation: what it signed still verifies while it is set (keep it at least `MCP_TASK_TTL_MS`) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
+    /// | `MCP_TICK_BUDGET` | most tasks one tick (an alarm or sweep per shard on a Worker) advances (default 100) |
+    /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500) |
+    /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
     /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
     /// | `MCP_INSECURE_PRINCIPAL` | `tenant/principal` used by `insecure-local` |
@@ -253,6 +256,23 @@ impl Config {
                 return Err(ConfigError("MCP_TASK_TTL_MS must be positive".into()));
             }
             c.task_ttl_ms = v;
+        }
+        let ranged = |name: &str, min: u64, max: u64| -> Result<Option<u64>, ConfigError> {
+            match number(name)? {
+                Some(n) if !(min..=max).contains(&n) => Err(ConfigError(format!(
+                    "{name} must be a whole number from {min} to {max}"
+                ))),
+                n => Ok(n),
+            }
+        };
+        if let Some(n) = ranged("MCP_TICK_BUDGET", 1, 10_000)? {
+            c.tick_budget = n as usize;
+        }
+        if let Some(n) = ranged("MCP_LISTEN_POLL_MS", 50, 60_000)? {
+            c.listen_poll_ms = n;
+        }
+        if let Some(n) = ranged("MCP_LISTEN_MAX_MS", 1_000, 3_600_000)? {
+            c.listen_max_ms = n;
         }
         if let Some(v) = number("MCP_POLL_INTERVAL_MS")? {
             c.poll_interval_ms = v.max(1);

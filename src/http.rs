@@ -151,6 +151,9 @@ pub async fn handle<S: Store>(
     if let Some(refused) = preflight(config, req) {
         return refused;
     }
+    if let Some(refused) = loopback_only(config, req.headers) {
+        return refused;
+    }
     match config
         .auth
         .authenticate(req.header_values("authorization"), now)
@@ -214,6 +217,127 @@ fn method_not_allowed(allow: &str) -> HttpResponse {
     }
 }
 
+/// The refusals an adapter can decide from a request's head alone, before
+/// it reads a byte of the body: a wrong path (404), a disallowed `Origin`
+/// (403), a method other than POST (405), a `Content-Length` over the limit
+/// (413), a non-loopback `Host` under `insecure-local` (403), and no
+/// `Authorization` header when tokens are required (401). [`handle`]
+/// applies the same rules again with the body; the token itself is
+/// verified there.
+///
+/// ```
+/// use mcp_tasks_edge::config::Config;
+/// use mcp_tasks_edge::http::check_head;
+/// let config = Config::default();
+/// let headers = vec![("content-length".to_owned(), "104857600".to_owned())];
+/// let refused = check_head(&config, "POST", "/mcp", &headers).unwrap();
+/// assert_eq!(refused.status, 413);
+/// assert_eq!(check_head(&config, "POST", "/elsewhere", &[]).unwrap().status, 404);
+/// ```
+pub fn check_head(
+    config: &crate::config::Config,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+) -> Option<HttpResponse> {
+    if config.auth.jwt().is_some() && is_metadata_path(path, &config.endpoint_path) {
+        return None;
+    }
+    let req = HttpRequest {
+        method,
+        path,
+        headers,
+        body: &[],
+    };
+    if let Some(refused) = preflight(config, &req) {
+        return Some(refused);
+    }
+    if let Some(refused) = loopback_only(config, headers) {
+        return Some(refused);
+    }
+    let declared = req
+        .header("content-length")
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > config.max_body_bytes as u64) {
+        return Some(too_large());
+    }
+    if config.auth.jwt().is_some() && req.header("authorization").is_none() {
+        return Some(unauthorized(config, AuthError::MissingToken));
+    }
+    None
+}
+
+fn too_large() -> HttpResponse {
+    HttpResponse::rejected(
+        413,
+        RpcError::invalid_request("The request body is too large."),
+    )
+}
+
+/// Under `insecure-local`, a request whose `Host` is not a loopback name or
+/// address is refused (403): a server without credentials never answers a
+/// name that reaches it from elsewhere.
+fn loopback_only(
+    config: &crate::config::Config,
+    headers: &[(String, String)],
+) -> Option<HttpResponse> {
+    if !config.auth.is_insecure() {
+        return None;
+    }
+    let mut hosts = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.as_str());
+    let ok = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => is_loopback_host(host),
+        _ => false,
+    };
+    (!ok).then(|| {
+        HttpResponse::rejected(
+            403,
+            RpcError::invalid_request(
+                "MCP_AUTH=insecure-local serves loopback hosts only (localhost, 127.0.0.0/8, [::1]).",
+            ),
+        )
+    })
+}
+
+/// Whether a `Host` header names a loopback host: `localhost` (or a name
+/// under `.localhost`), an address in 127.0.0.0/8, or `[::1]`, with an
+/// optional port.
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((addr, port)) if port.is_empty() || valid_port(port) => {
+                return addr == "::1";
+            }
+            _ => return false,
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if valid_port(&format!(":{port}")) => name.to_owned(),
+            Some(_) => return false,
+            None => host,
+        }
+    };
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    let octets: Vec<&str> = name.split('.').collect();
+    octets.len() == 4
+        && octets.first() == Some(&"127")
+        && octets
+            .iter()
+            .all(|o| !o.is_empty() && o.len() <= 3 && o.parse::<u8>().is_ok())
+}
+
+fn valid_port(colon_port: &str) -> bool {
+    colon_port
+        .strip_prefix(':')
+        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Checks that need neither the caller nor the body: path, `Origin`
 /// (403 for a present, disallowed origin) and method (POST only).
 fn preflight(config: &crate::config::Config, req: &HttpRequest<'_>) -> Option<HttpResponse> {
@@ -253,10 +377,7 @@ async fn serve_checked<S: Store>(
 ) -> HttpResponse {
     let config = server.config();
     if req.body.len() > config.max_body_bytes {
-        return HttpResponse::rejected(
-            413,
-            RpcError::invalid_request("The request body is too large."),
-        );
+        return too_large();
     }
     if let Some(ct) = req.header("content-type") {
         let media = ct.split(';').next().unwrap_or("").trim();

@@ -20,7 +20,11 @@
 //! request with a fixed result, without the component: the HTTP stack's own
 //! cost, for benchmarks), `--sync full|normal` (default full: every commit
 //! is fsynced; normal survives the process being killed but not a power
-//! loss).
+//! loss), `--max-connections N` (default 512), `--max-instances N`
+//! (component instances in use at once, default 128) and
+//! `--header-timeout-ms MS` (default 10000): beyond a cap the host answers
+//! 503 with `Retry-After`, and a connection slower to send its request head
+//! is closed. The data directory is created 0700 and its files 0600.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,6 +46,8 @@ struct Args {
     /// Variables passed to the component besides `MCP_*` (tool settings
     /// and secrets).
     pass_env: Vec<String>,
+    limits: serve::Limits,
+    max_instances: usize,
 }
 
 fn parse_args() -> Result<Args> {
@@ -54,6 +60,8 @@ fn parse_args() -> Result<Args> {
         mode: serve::Mode::Component,
         sync: sqlite::Sync::Full,
         pass_env: Vec::new(),
+        limits: serve::Limits::default(),
+        max_instances: runtime::MAX_INSTANCES,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -76,11 +84,29 @@ fn parse_args() -> Result<Args> {
             }
             "--sync" => args.sync = value("--sync")?.parse().map_err(anyhow::Error::msg)?,
             "--env" => args.pass_env.push(value("--env")?),
+            "--max-connections" => {
+                args.limits.max_connections = value("--max-connections")?
+                    .parse()
+                    .context("--max-connections")?
+            }
+            "--max-instances" => {
+                args.max_instances = value("--max-instances")?
+                    .parse()
+                    .context("--max-instances")?
+            }
+            "--header-timeout-ms" => {
+                args.limits.header_read_timeout = std::time::Duration::from_millis(
+                    value("--header-timeout-ms")?
+                        .parse()
+                        .context("--header-timeout-ms")?,
+                )
+            }
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
-                     [--http exchange|wasi] [--env NAME]..."
+                     [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
+                     [--max-instances N (128)] [--header-timeout-ms MS (10000)]"
                 );
                 std::process::exit(0);
             }
@@ -106,6 +132,7 @@ fn main() -> Result<()> {
     }
     let mut settings = Settings::new(env);
     settings.strategy = args.strategy;
+    settings.max_instances = args.max_instances;
     let store = Arc::new(SqliteStore::open_with(&args.data, args.sync)?);
     let runtime = Runtime::new(&args.component, store.clone(), settings)?;
 
@@ -114,7 +141,7 @@ fn main() -> Result<()> {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
             .await
             .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
-        let running = serve::start_with(runtime, listener, args.tick, args.mode)?;
+        let running = serve::start_limited(runtime, listener, args.tick, args.mode, args.limits)?;
         println!(
             "host: serving {} (store {}, instances {:?}, ticker {})",
             running.url(),

@@ -162,7 +162,26 @@ pub struct Settings {
     pub strategy: Strategy,
     /// Pass the guest's stderr through (its logs and warnings).
     pub guest_stderr: bool,
+    /// Instances in use at once (requests, streams, ticks); a request
+    /// beyond it is answered 503 with `Retry-After`.
+    pub max_instances: usize,
 }
+
+/// Instances in use at once, by default.
+pub const MAX_INSTANCES: usize = 128;
+
+/// Every instance is in use ([`Settings::max_instances`]): the request
+/// should be answered 503 and retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AtCapacity;
+
+impl std::fmt::Display for AtCapacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("every component instance is in use")
+    }
+}
+
+impl std::error::Error for AtCapacity {}
 
 impl Settings {
     pub fn new(env: Vec<(String, String)>) -> Self {
@@ -173,6 +192,7 @@ impl Settings {
             clock: Clock::System,
             strategy: Strategy::Pooled(64),
             guest_stderr: true,
+            max_instances: MAX_INSTANCES,
         }
     }
 }
@@ -383,6 +403,8 @@ pub struct Runtime {
     settings: Settings,
     outbound_allow: Arc<Vec<String>>,
     pool: Mutex<Vec<Instance>>,
+    /// One permit per instance in use.
+    live: Arc<tokio::sync::Semaphore>,
     traps: AtomicUsize,
     instantiations: AtomicUsize,
     in_flight: AtomicUsize,
@@ -393,6 +415,8 @@ pub struct Runtime {
 pub struct Instance {
     store: Store<HostState>,
     server: bindings::Server,
+    /// Held while the instance is in use (not while it idles in the pool).
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// A response from the component, with its body read to the end.
@@ -468,6 +492,7 @@ impl Runtime {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         wit_store::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
         let pre = bindings::ServerPre::new(linker.instantiate_pre(component)?)?;
+        let max_instances = settings.max_instances.max(1);
         Ok(Arc::new(Runtime {
             engine: engine.clone(),
             pre,
@@ -475,6 +500,7 @@ impl Runtime {
             outbound_allow: Arc::new(allowed_origins(&settings.env)),
             settings,
             pool: Mutex::new(Vec::new()),
+            live: Arc::new(tokio::sync::Semaphore::new(max_instances)),
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -570,11 +596,37 @@ impl Runtime {
         store.set_epoch_deadline(ticks(CALL_DEADLINE));
         self.instantiations.fetch_add(1, Ordering::SeqCst);
         let server = self.pre.instantiate_async(&mut store).await?;
-        Ok(Instance { store, server })
+        Ok(Instance {
+            store,
+            server,
+            permit: None,
+        })
+    }
+
+    /// An instance for one request: [`AtCapacity`] when every instance is
+    /// in use.
+    pub async fn acquire(&self) -> Result<Instance> {
+        let permit = self
+            .live
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| anyhow::Error::new(AtCapacity))?;
+        self.acquire_with(permit).await
+    }
+
+    /// An instance for background work (ticks), waiting for a free one.
+    async fn acquire_waiting(&self) -> Result<Instance> {
+        let permit = self.live.clone().acquire_owned().await?;
+        self.acquire_with(permit).await
+    }
+
+    /// Instances in use now.
+    pub fn live_instances(&self) -> usize {
+        self.settings.max_instances.max(1) - self.live.available_permits()
     }
 
     /// An instance for one call: from the pool, or new.
-    pub async fn acquire(&self) -> Result<Instance> {
+    async fn acquire_with(&self, permit: tokio::sync::OwnedSemaphorePermit) -> Result<Instance> {
         let pooled = match self.settings.strategy {
             Strategy::Fresh => None,
             Strategy::Pooled(_) => self.pool.lock().ok().and_then(|mut p| p.pop()),
@@ -583,6 +635,7 @@ impl Runtime {
             Some(i) => i,
             None => self.instantiate().await?,
         };
+        instance.permit = Some(permit);
         let state = instance.store.data_mut();
         state.progress_seen = state.progress.load(Ordering::Relaxed);
         instance
@@ -592,7 +645,8 @@ impl Runtime {
     }
 
     /// Returns an instance after a call that did not trap.
-    pub fn release(&self, instance: Instance) {
+    pub fn release(&self, mut instance: Instance) {
+        instance.permit = None;
         if let Strategy::Pooled(max) = self.settings.strategy
             && let Ok(mut pool) = self.pool.lock()
             && pool.len() < max
@@ -608,7 +662,7 @@ impl Runtime {
 
     /// `runner.tick(now)`.
     pub async fn tick(&self, now_ms: i64) -> Result<TickReport> {
-        let mut i = self.acquire().await?;
+        let mut i = self.acquire_waiting().await?;
         match i
             .server
             .mcp_tasks_edge_runner()

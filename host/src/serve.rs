@@ -14,18 +14,39 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
-use crate::runtime::Runtime;
+use crate::runtime::{AtCapacity, Runtime};
 
 /// Longest pause between ticks.
 pub const MAX_TICK_MS: u64 = 100;
 /// Shortest pause between ticks, even when work is overdue (another host
 /// may hold its lease).
 pub const MIN_TICK_MS: u64 = 10;
+
+/// What one host serves at once, and how long it waits for a request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Open connections; one beyond it is answered 503 with `Retry-After`
+    /// and closed.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's head; a slower
+    /// one is closed.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 512,
+            header_read_timeout: Duration::from_secs(10),
+        }
+    }
+}
 
 /// A running host; dropping it (or calling [`Running::stop`]) stops the
 /// listener and the ticker.
@@ -80,6 +101,17 @@ pub fn start_with(
     tick: bool,
     mode: Mode,
 ) -> std::io::Result<Running> {
+    start_limited(runtime, listener, tick, mode, Limits::default())
+}
+
+/// [`start_with`], with explicit [`Limits`].
+pub fn start_limited(
+    runtime: Arc<Runtime>,
+    listener: TcpListener,
+    tick: bool,
+    mode: Mode,
+    limits: Limits,
+) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let wake = Arc::new(Notify::new());
@@ -89,6 +121,7 @@ pub fn start_with(
         stopped.clone(),
         wake.clone(),
         mode,
+        limits,
     ))];
     if tick {
         tasks.push(tokio::spawn(tick_loop(runtime, stopped, wake)));
@@ -102,7 +135,9 @@ async fn accept_loop(
     mut stopped: watch::Receiver<bool>,
     wake: Arc<Notify>,
     mode: Mode,
+    limits: Limits,
 ) {
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     loop {
         let (stream, _) = tokio::select! {
             _ = stopped.changed() => return,
@@ -115,9 +150,14 @@ async fn accept_loop(
                 }
             },
         };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(stream));
+            continue;
+        };
         let runtime = runtime.clone();
         let wake = wake.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = service_fn(move |req| {
                 let (runtime, wake) = (runtime.clone(), wake.clone());
                 async move {
@@ -129,6 +169,8 @@ async fn accept_loop(
                 }
             });
             if let Err(e) = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await
                 && !e.is_incomplete_message()
@@ -137,6 +179,41 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// The answer to a connection beyond [`Limits::max_connections`]: 503 with
+/// `Retry-After`, written without reading the request, then closed.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    let body = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The server is at its connection limit; retry shortly."}}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// 503 with `Retry-After` when every component instance is in use; the
+/// generic 500 otherwise.
+fn component_failed(e: anyhow::Error) -> Response<HyperOutgoingBody> {
+    if e.is::<AtCapacity>() {
+        let mut resp = json_error(
+            503,
+            -32603,
+            "The server is at its instance limit; retry shortly.",
+        );
+        resp.headers_mut().insert(
+            hyper::header::RETRY_AFTER,
+            hyper::header::HeaderValue::from_static("1"),
+        );
+        return resp;
+    }
+    eprintln!("host: the component failed a request: {e:#}");
+    json_error(500, -32603, "Internal error.")
 }
 
 fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBody> {
@@ -192,6 +269,13 @@ fn mcp_method(req: &Request<Incoming>) -> &[u8] {
 /// component's own limit (1 MiB by default) the component answers 413, so
 /// reading more than this serves no purpose.
 pub const MAX_EXCHANGE_BODY: usize = 4 * 1024 * 1024;
+
+/// The largest declared body the host reads whole before the component
+/// sees the request (an `exchange` call): what nearly every MCP request
+/// fits in. A larger one goes through `wasi:http`, where the component
+/// refuses it from its head (path, method, Origin, length, Host,
+/// credentials) before reading it with its own bound.
+pub const EXCHANGE_INLINE_MAX: usize = 64 * 1024;
 
 /// Reads at most `cap` bytes of `body` (and at least one byte more than
 /// `cap` if there is that much, so the component can tell).
@@ -253,9 +337,22 @@ async fn serve_one(
             "Invalid Request: a valid Host header is required.",
         ));
     }
-    // Streams (`subscriptions/listen`) go through wasi:http; everything else
-    // is one `exchange` call.
-    let req = if exchange && !listen {
+    // Streams (`subscriptions/listen`) go through wasi:http; so does a body
+    // whose length is not declared or is over the exchange bound, which the
+    // component then refuses from its head (or reads with its own bound)
+    // without the host buffering it. Everything else is one `exchange`
+    // call.
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let small = match declared {
+        Some(n) => n <= EXCHANGE_INLINE_MAX as u64,
+        // No declared length: only a bodyless request is sent whole.
+        None => req.method() != hyper::Method::POST,
+    };
+    let req = if exchange && !listen && small {
         let (parts, body) = req.into_parts();
         let body = match read_capped(body, MAX_EXCHANGE_BODY).await {
             Ok(b) => b,
@@ -296,10 +393,7 @@ async fn serve_one(
                     .map_err(|e: Infallible| match e {})
                     .boxed(),
             ),
-            Err(e) => {
-                eprintln!("host: the component failed a request: {e:#}");
-                return Ok(json_error(500, -32603, "Internal error."));
-            }
+            Err(e) => return Ok(component_failed(e)),
         }
     } else {
         req.map(|b| b.boxed())
@@ -312,10 +406,7 @@ async fn serve_one(
             }
             Ok(resp)
         }
-        Err(e) => {
-            eprintln!("host: the component failed a request: {e:#}");
-            Ok(json_error(500, -32603, "Internal error."))
-        }
+        Err(e) => Ok(component_failed(e)),
     }
 }
 

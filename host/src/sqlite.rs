@@ -80,14 +80,48 @@ fn to_sql(v: Version) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| unavailable("version out of range"))
 }
 
+/// Creates `dir` (and its parents) readable by this user only (0700); an
+/// existing directory is left as it is.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the database file readable and writable by this user only
+/// (0600), or narrows an existing one to that. SQLite gives its `-wal` and
+/// `-shm` files the database file's mode.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    drop(options.open(path)?);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            if file.exists() {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl SqliteStore {
-    /// Opens (creating if needed) the store in `dir`.
+    /// Opens (creating if needed) the store in `dir`: the directory 0700
+    /// when created here, the database files 0600.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         Self::open_with(dir, Sync::Full)
     }
 
     pub fn open_with(dir: &Path, sync: Sync) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        private_dir(dir)?;
+        private_file(&dir.join(FILE_NAME))?;
         let store = SqliteStore {
             path: dir.join(FILE_NAME),
             idle: Mutex::new(Vec::new()),
@@ -308,5 +342,29 @@ impl Store for SqliteStore {
     }
     async fn next_due(&self) -> Result<Option<i64>, StoreError> {
         SqliteStore::next_due(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(unix)]
+    #[test]
+    fn the_store_is_private_to_its_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("mte-private-{}", std::process::id()));
+        let dir = base.join("data");
+        let _ = std::fs::remove_dir_all(&base);
+        let store = super::SqliteStore::open(&dir).unwrap();
+        mcp_tasks_edge::block_on(mcp_tasks_edge::store::Store::put(
+            &store, "k", None, "{}", None,
+        ))
+        .unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        for name in ["tasks.sqlite3", "tasks.sqlite3-wal", "tasks.sqlite3-shm"] {
+            assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
+        }
+        drop(store);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

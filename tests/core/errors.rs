@@ -453,8 +453,117 @@ fn a_server_without_auth_serves_nothing() {
         1,
         cfg,
     );
+    // Insecure-local answers loopback hosts only, and needs a Host.
     let r = mcp_tasks_edge::block_on(handle(&h.server, &req, 0));
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 403, "no Host");
+    for (host, status) in [
+        ("127.0.0.1:8788", 200),
+        ("localhost", 200),
+        ("LOCALHOST:3000", 200),
+        ("mcp.localhost:80", 200),
+        ("127.1.2.3", 200),
+        ("[::1]:8788", 200),
+        ("evil.example", 403),
+        ("localhost.evil.example", 403),
+        ("127.0.0.1.evil.example:80", 403),
+        ("10.0.0.1:8788", 403),
+        ("[::2]:8788", 403),
+        ("127.0.0.1:port", 403),
+        ("", 403),
+    ] {
+        let mut with_host = headers.clone();
+        with_host.push(("Host".into(), host.into()));
+        let req = HttpRequest {
+            headers: &with_host,
+            ..req
+        };
+        let r = mcp_tasks_edge::block_on(handle(&h.server, &req, 0));
+        assert_eq!(r.status, status, "{host:?}");
+        if status == 403 {
+            assert_eq!(crate::support::body_json(&r)["error"]["code"], -32600);
+        }
+    }
+    // Two Host headers are refused.
+    let mut twice = headers.clone();
+    twice.push(("Host".into(), "localhost".into()));
+    twice.push(("Host".into(), "evil.example".into()));
+    let req = HttpRequest {
+        headers: &twice,
+        ..req
+    };
+    assert_eq!(
+        mcp_tasks_edge::block_on(handle(&h.server, &req, 0)).status,
+        403
+    );
+}
+
+#[test]
+fn the_head_alone_refuses_what_it_can() {
+    use mcp_tasks_edge::auth::Auth;
+    use mcp_tasks_edge::http::check_head;
+    let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    let mut cfg = crate::support::config();
+    cfg.auth = Auth::InsecureLocal(crate::support::owner("local", "dev"));
+    let local = h(&[("host", "127.0.0.1:8788")]);
+    let status =
+        |cfg: &mcp_tasks_edge::config::Config, m: &str, p: &str, hs: &[(String, String)]| {
+            check_head(cfg, m, p, hs).map(|r| r.status)
+        };
+    assert_eq!(status(&cfg, "POST", "/mcp", &local), None);
+    assert_eq!(status(&cfg, "POST", "/other", &local), Some(404));
+    assert_eq!(status(&cfg, "PUT", "/mcp", &local), Some(405));
+    let mut big = local.clone();
+    big.push(("content-length".into(), "104857600".into()));
+    assert_eq!(status(&cfg, "POST", "/mcp", &big), Some(413));
+    let mut at_limit = local.clone();
+    at_limit.push(("content-length".into(), cfg.max_body_bytes.to_string()));
+    assert_eq!(status(&cfg, "POST", "/mcp", &at_limit), None);
+    let mut browser = local.clone();
+    browser.push(("origin".into(), "https://evil.example".into()));
+    assert_eq!(status(&cfg, "POST", "/mcp", &browser), Some(403));
+    assert_eq!(
+        status(&cfg, "POST", "/mcp", &h(&[("host", "evil.example")])),
+        Some(403)
+    );
+    // With tokens required, no Authorization header is 401 from the head.
+    let mut jwt = cfg.clone();
+    jwt.auth = Auth::Jwt(Box::new(mcp_tasks_edge::auth::JwtAuth {
+        issuer: "https://issuer.test".into(),
+        resource: "http://127.0.0.1:8787/mcp".into(),
+        hs256_secret: Some(vec![7; 32]),
+        keys: Vec::new(),
+        tenant_claim: "tenant".into(),
+        tenant_required: false,
+        types: Vec::new(),
+        leeway_ms: 0,
+        authorization_servers: Vec::new(),
+    }));
+    let r = check_head(&jwt, "POST", "/mcp", &big).unwrap();
+    assert_eq!(r.status, 413);
+    let r = check_head(&jwt, "POST", "/mcp", &h(&[("host", "mcp.example")])).unwrap();
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").is_some());
+    let with_token = h(&[("host", "mcp.example"), ("authorization", "Bearer x")]);
+    assert_eq!(
+        status(&jwt, "POST", "/mcp", &with_token),
+        None,
+        "verified later"
+    );
+    assert_eq!(
+        status(
+            &jwt,
+            "GET",
+            "/.well-known/oauth-protected-resource/mcp",
+            &[]
+        ),
+        None,
+        "the metadata is served"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ use mcp_tasks_edge_host::{runtime, serve, sqlite};
 mod config;
 mod contract;
 mod exchange;
+mod exposure;
 mod hostile;
 mod kill;
 mod legacy;

@@ -178,10 +178,16 @@ pub async fn exchange_raw(
     headers: &[(String, String)],
     body: Vec<u8>,
 ) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    // As the host passes it: with the request's Host (the loopback one
+    // unless the test sets its own).
+    let mut headers = headers.to_vec();
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        headers.push(("host".into(), "127.0.0.1".into()));
+    }
     let request = crate::runtime::ExchangeRequest {
         method: method.to_owned(),
         path: path.to_owned(),
-        headers: headers.to_vec(),
+        headers,
         body,
     };
     rt.exchange(&request)

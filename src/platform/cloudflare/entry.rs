@@ -41,6 +41,46 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         Ok(s) => s,
         Err(e) => return misconfigured("settings", &e),
     };
+    let method = req.method();
+    let method: &str = method.as_ref();
+    let mut log = RequestLog {
+        http_method: known_http_method(method),
+        started,
+        ..RequestLog::default()
+    };
+    let headers: Vec<(String, String)> = req.headers().entries().collect();
+    // Refusals the head decides (path, method, Origin, Content-Length,
+    // Host, credentials) come before a byte of the body is read.
+    if let Some(refused) = http::check_head(&settings.config, method, &path, &headers) {
+        log.status = refused.status;
+        log.trace = refused.trace;
+        console_log!("{}", log.line(now_ms(), settings.store));
+        let out = Headers::new();
+        for (name, value) in &refused.headers {
+            let _ = out.append(name, value);
+        }
+        let builder = ResponseBuilder::new()
+            .with_status(refused.status)
+            .with_headers(out);
+        return match refused.body {
+            HttpBody::Bytes(bytes) => builder.fixed(bytes),
+            _ => builder.empty(),
+        };
+    }
+    let max_body = settings.config.max_body_bytes;
+    let body = match read_capped(&mut req, max_body).await {
+        Ok(b) => b,
+        Err(status) => {
+            let e = RpcError::invalid_request(if status == 413 {
+                "The request body is too large."
+            } else {
+                "The request body could not be read."
+            });
+            log.status = status;
+            console_log!("{}", log.line(now_ms(), settings.store));
+            return early_error(status, &e);
+        }
+    };
     let store = match open_store(&env, &settings) {
         Ok(s) => Rc::new(s),
         Err(e) => return misconfigured("bindings", &e.to_string()),
@@ -60,23 +100,6 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         Ok(s) => s,
         Err(e) => return early_error(e.http_status(), &e),
     };
-    let method = req.method();
-    let method: &str = method.as_ref();
-    let mut log = RequestLog {
-        http_method: known_http_method(method),
-        started,
-        ..RequestLog::default()
-    };
-    let body = match req.bytes().await {
-        Ok(b) => b,
-        Err(_) => {
-            let e = RpcError::invalid_request("The request body could not be read.");
-            log.status = 400;
-            console_log!("{}", log.line(now_ms(), mode));
-            return early_error(400, &e);
-        }
-    };
-    let headers: Vec<(String, String)> = req.headers().entries().collect();
     let request = HttpRequest {
         method,
         path: &path,
@@ -120,6 +143,26 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
             builder.empty()
         }
     }
+}
+
+/// The request body, read as a stream and abandoned (413) as soon as it
+/// passes `max` bytes, whatever `Content-Length` said; 400 if it cannot be
+/// read.
+async fn read_capped(req: &mut Request, max: usize) -> Result<Vec<u8>, u16> {
+    use futures_util::StreamExt;
+    let Ok(mut stream) = req.stream() else {
+        // No body at all.
+        return Ok(Vec::new());
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| 400u16)?;
+        if body.len() + chunk.len() > max {
+            return Err(413);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The cron backstop: every shard sweeps (advances its due work up to the

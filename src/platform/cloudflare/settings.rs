@@ -50,9 +50,6 @@ impl Settings {
     /// |---|---|
     /// | `MCP_STORE` | `do` (default) or `do+kv-cache` |
     /// | `MCP_TASK_SHARDS` | shard Durable Objects, 1..=512, default 16; fixed for a deployment |
-    /// | `MCP_TICK_BUDGET` | most tasks one alarm or cron sweep advances per shard (default 100) |
-    /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500) |
-    /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
     /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let get = |name: &str| {
@@ -70,7 +67,7 @@ impl Settings {
                 })
                 .transpose()
         };
-        let mut config = Config::from_env(&lookup)?;
+        let config = Config::from_env(&lookup)?;
         let store = match get("MCP_STORE").as_deref() {
             None | Some("do") => StoreMode::Do,
             Some("do+kv-cache") => StoreMode::DoKvCache,
@@ -78,15 +75,6 @@ impl Settings {
         };
         let shards = number("MCP_TASK_SHARDS", 1, u64::from(MAX_SHARDS))?
             .map_or(DEFAULT_SHARDS, |n| n as u32);
-        if let Some(n) = number("MCP_TICK_BUDGET", 1, 10_000)? {
-            config.tick_budget = n as usize;
-        }
-        if let Some(n) = number("MCP_LISTEN_POLL_MS", 50, 60_000)? {
-            config.listen_poll_ms = n;
-        }
-        if let Some(n) = number("MCP_LISTEN_MAX_MS", 1_000, 3_600_000)? {
-            config.listen_max_ms = n;
-        }
         let listen_subrequests = number("MCP_LISTEN_SUBREQUESTS", 1, 100_000)?
             .map_or(DEFAULT_LISTEN_SUBREQUESTS, |n| n as u32);
         Ok(Settings {

@@ -51,12 +51,25 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
     let path = target.split('?').next().unwrap_or_default().to_owned();
     // Header values that are not UTF-8 become U+FFFD, which the core
     // rejects wherever it reads a value.
-    let headers: Vec<(String, String)> = request
+    let mut headers: Vec<(String, String)> = request
         .headers()
         .entries()
         .into_iter()
         .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
         .collect();
+    // wasi:http carries the Host header as the request's authority.
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host"))
+        && let Some(authority) = request.authority()
+    {
+        headers.push(("host".to_owned(), authority));
+    }
+    // Refusals the head decides (path, method, Origin, Content-Length,
+    // Host, credentials) come before a byte of the body is read.
+    if let Some(refused) = http::check_head(server.config(), &method, &path, &headers) {
+        drop(request);
+        super::log_detail(&refused);
+        return respond(out, refused, None);
+    }
     // One byte past the limit is enough for the core to answer 413.
     let limit = server.config().max_body_bytes.saturating_add(1);
     let body = match read_body(&request, limit) {

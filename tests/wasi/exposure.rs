@@ -1,0 +1,291 @@
+//! The local host against a hostile network peer: refusals decided from the
+//! request head (a 100 MB body is never read), insecure-local bound to
+//! loopback hosts, and the host's caps (connections, live instances, the
+//! header-read timeout) answered with 503 and `Retry-After`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::runtime::{Clock, Runtime, Settings};
+use crate::serve::{Limits, Mode, Running, start_limited};
+use crate::support::{TempDir, env, runtime};
+
+async fn host(
+    dir: &TempDir,
+    extra: &[(&str, &str)],
+    limits: Limits,
+    instances: usize,
+) -> (Arc<Runtime>, Running) {
+    let mut settings = Settings::new(env(extra));
+    settings.clock = Clock::System;
+    settings.guest_stderr = false;
+    settings.max_instances = instances;
+    let rt = runtime(dir.path(), settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = start_limited(rt.clone(), listener, false, Mode::Component, limits).unwrap();
+    (rt, running)
+}
+
+/// Sends `head` (and nothing more), and reads what comes back until the
+/// server closes or 5 s pass.
+async fn answer_to_head(addr: std::net::SocketAddr, head: &str) -> (String, Duration) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let started = Instant::now();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => {
+                got.extend_from_slice(&buf[..n]);
+                if got.windows(4).any(|w| w == b"\r\n\r\n") && has_whole_body(&got) {
+                    break;
+                }
+            }
+        }
+    }
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        started.elapsed(),
+    )
+}
+
+fn has_whole_body(resp: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(resp);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    head.lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+        })
+        .is_none_or(|n| body.len() >= n)
+}
+
+fn status_of(resp: &str) -> u16 {
+    resp.split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_body_is_refused_from_its_head_before_a_byte_is_read() {
+    let dir = TempDir::new("exposure-body");
+    let (rt, running) = host(&dir, &[], Limits::default(), 8).await;
+    // 100 MB declared, none sent: an answer can only come from the head.
+    let post = |extra: &str| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: 104857600\r\n{extra}\r\n"
+        )
+    };
+    let (resp, took) = answer_to_head(running.addr, &post("")).await;
+    assert_eq!(status_of(&resp), 413, "{resp}");
+    assert!(resp.contains("-32600"), "{resp}");
+    eprintln!("100 MB declared body on the host: 413 in {took:?}, no body byte sent");
+    // The same for a wrong path (404) and a disallowed Origin (403).
+    let (resp, _) = answer_to_head(
+        running.addr,
+        &post("").replace("POST /mcp", "POST /elsewhere"),
+    )
+    .await;
+    assert_eq!(status_of(&resp), 404, "{resp}");
+    let (resp, _) = answer_to_head(running.addr, &post("origin: https://evil.example\r\n")).await;
+    assert_eq!(status_of(&resp), 403, "{resp}");
+    // A chunked body with no declared length is read only to the limit.
+    let mut s = TcpStream::connect(running.addr).await.unwrap();
+    s.write_all(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        .await
+        .unwrap();
+    let chunk = vec![b' '; 64 * 1024];
+    let mut sent = 0usize;
+    let mut answered = None;
+    let mut buf = [0u8; 4096];
+    while sent < 100 * 1024 * 1024 {
+        let frame = [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
+        if s.write_all(&frame).await.is_err() {
+            break;
+        }
+        sent += chunk.len();
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf)).await
+            && n > 0
+        {
+            answered = Some(String::from_utf8_lossy(&buf[..n]).into_owned());
+            break;
+        }
+    }
+    if answered.is_none() {
+        let (rest, _) = tokio::time::timeout(Duration::from_secs(5), async {
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            (String::from_utf8_lossy(&buf[..n]).into_owned(), ())
+        })
+        .await
+        .unwrap_or_default();
+        answered = Some(rest);
+    }
+    let answered = answered.unwrap_or_default();
+    assert_eq!(status_of(&answered), 413, "{answered}");
+    assert!(
+        sent < 8 * 1024 * 1024,
+        "the host kept reading: {sent} bytes sent before the answer"
+    );
+    eprintln!("chunked body without a length: 413 after {sent} bytes were sent");
+    assert_eq!(rt.traps(), 0);
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_a_huge_body_is_refused_from_its_head() {
+    let dir = TempDir::new("exposure-auth");
+    let (_rt, running) = host(
+        &dir,
+        &[
+            ("MCP_AUTH", "jwt"),
+            (
+                "MCP_JWT_HS256_SECRET",
+                "exposure-test-hs256-secret-of-32-bytes",
+            ),
+            ("MCP_JWT_ISSUER", "https://issuer.test"),
+            ("MCP_RESOURCE_URL", "http://127.0.0.1:8788/mcp"),
+        ],
+        Limits::default(),
+        8,
+    )
+    .await;
+    let (resp, _) = answer_to_head(
+        running.addr,
+        "POST /mcp HTTP/1.1\r\nhost: mcp.example\r\ncontent-type: application/json\r\ncontent-length: 900000\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status_of(&resp), 401, "{resp}");
+    assert!(
+        resp.to_ascii_lowercase().contains("www-authenticate"),
+        "{resp}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_local_answers_loopback_hosts_only() {
+    let dir = TempDir::new("exposure-host");
+    let (_rt, running) = host(&dir, &[], Limits::default(), 8).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    for (host, status) in [
+        ("127.0.0.1:1234", 200),
+        ("localhost", 200),
+        ("evil.example", 403),
+        ("192.168.1.20:8788", 403),
+    ] {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: server/discover\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let (resp, _) = answer_to_head(running.addr, &head).await;
+        assert_eq!(status_of(&resp), status, "{host}: {resp}");
+    }
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
+    let dir = TempDir::new("exposure-caps");
+    let limits = Limits {
+        max_connections: 2,
+        header_read_timeout: Duration::from_millis(300),
+    };
+    // Listen streams end after 2 s here, releasing their instance (a
+    // client that goes away is noticed at the next keep-alive).
+    let (rt, running) = host(&dir, &[("MCP_LISTEN_MAX_MS", "2000")], limits, 1).await;
+    // Two connections that send nothing hold both slots.
+    let idle_a = TcpStream::connect(running.addr).await.unwrap();
+    let mut idle_b = TcpStream::connect(running.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (resp, _) =
+        answer_to_head(running.addr, "GET /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").await;
+    assert_eq!(status_of(&resp), 503, "{resp}");
+    assert!(
+        resp.to_ascii_lowercase().contains("retry-after: 1"),
+        "{resp}"
+    );
+    // The header-read timeout closes a connection that never sends a head.
+    let mut buf = [0u8; 256];
+    let closed = tokio::time::timeout(Duration::from_secs(3), idle_b.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(_)) | Ok(Err(_))),
+        "a silent connection was not closed"
+    );
+    drop(idle_a);
+    drop(idle_b);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+
+    // One instance: a held listen stream uses it, so a second request is
+    // answered 503 with Retry-After; once the stream ends, requests work.
+    let call = serde_json::json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "slow_compute", "arguments": {"seconds": 60}, "_meta": crate::support::meta(crate::support::caps())},
+    })
+    .to_string();
+    let (resp, _) = answer_to_head(
+        running.addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: slow_compute\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{call}",
+            call.len()
+        ),
+    )
+    .await;
+    let task = resp
+        .split("\"taskId\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("{resp}"))
+        .to_owned();
+    let listen = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": [task]}, "_meta": crate::support::meta(crate::support::caps())},
+    })
+    .to_string();
+    let mut stream = TcpStream::connect(running.addr).await.unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{listen}",
+                listen.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(rt.live_instances(), 1);
+    let discover = r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: server/discover\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{discover}",
+        discover.len()
+    );
+    let (resp, _) = answer_to_head(running.addr, &head).await;
+    assert_eq!(status_of(&resp), 503, "{resp}");
+    assert!(
+        resp.to_ascii_lowercase().contains("retry-after: 1"),
+        "{resp}"
+    );
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rt.live_instances() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (resp, _) = answer_to_head(running.addr, &head).await;
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    assert_eq!(rt.traps(), 0);
+    running.stop().await;
+}
