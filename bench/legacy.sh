@@ -18,7 +18,7 @@ cargo build --release -p mcp-tasks-edge-host --quiet
 (cd bench && cargo build --release --quiet --bin load)
 work=$(mktemp -d /tmp/mcp-legacy-bench.XXXXXX)
 setsid env MCP_STATE_SECRET=bench-state-secret-0123456789-abcdef MCP_AUTH=insecure-local MCP_TOOLS=all \
-  MCP_MAX_OUTSTANDING_TASKS=0 MCP_REPORT_OUTLINE_MS=0 \
+  MCP_MAX_OUTSTANDING_TASKS=0 MCP_MAX_STORED_BYTES=0 MCP_MAX_TASKS_PER_MINUTE=0 MCP_MAX_LISTEN_STREAMS=0 MCP_REPORT_OUTLINE_MS=0 \
   ./target/release/host --port "$PORT" --data "$work/store" >"$work/host.log" 2>&1 &
 pid=$!
 trap 'kill -TERM -- "-$pid" 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -63,7 +63,7 @@ cleanup() {
 trap cleanup EXIT
 
 OURS_ENV=(MCP_STATE_SECRET=bench-state-secret-0123456789-abcdef MCP_AUTH=insecure-local MCP_TOOLS=all
-          MCP_MAX_OUTSTANDING_TASKS=0 MCP_REPORT_OUTLINE_MS=0)
+          MCP_MAX_OUTSTANDING_TASKS=0 MCP_MAX_STORED_BYTES=0 MCP_MAX_TASKS_PER_MINUTE=0 MCP_MAX_LISTEN_STREAMS=0 MCP_REPORT_OUTLINE_MS=0)
 
 # Starts a server in its own process group; sets URL once it answers.
 start() { # name port command...

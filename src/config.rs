@@ -230,7 +230,12 @@ impl Config {
     /// | `MCP_JWT_TYPES` | comma-separated accepted `typ` values (for example `at+jwt`); unset = not checked |
     /// | `MCP_JWT_LEEWAY_MS` | clock skew allowed on `exp`/`nbf` (default 60000, at most 300000) |
     /// | `MCP_AUTHORIZATION_SERVERS` | comma-separated, for the protected resource metadata (default: the issuer) |
-    /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no quota) |
+    /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no limit) |
+    /// | `MCP_MAX_STORED_BYTES` | bytes one principal's tasks may store until they expire, finished ones included (default 33554432; 0 = no limit) |
+    /// | `MCP_MAX_TASK_BYTES` | largest stored task: arguments, state and result (default 1048576; 0 = no limit) |
+    /// | `MCP_MAX_ARGUMENT_BYTES` | largest `arguments` of a tool call, as JSON (default 262144; 0 = no limit) |
+    /// | `MCP_MAX_TASKS_PER_MINUTE` | tasks one principal may create per minute, as a bucket of that size (default 600; 0 = no limit) |
+    /// | `MCP_MAX_LISTEN_STREAMS` | open `subscriptions/listen` streams per principal (default 16; 0 = no limit) |
     /// | `MCP_OUTBOUND_ALLOW` | comma-separated origins (`https://api.example.com`) task steps may call; unset = none |
     /// | `MCP_OUTBOUND_MAX_BYTES` | largest outbound response body read (default 1048576) |
     /// | `MCP_STEP_MAX_ATTEMPTS` | attempts a task step may start before the task fails (default 5) |
@@ -309,6 +314,21 @@ impl Config {
         };
         if let Some(v) = number("MCP_MAX_OUTSTANDING_TASKS")? {
             c.limits.max_outstanding_tasks = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = number("MCP_MAX_STORED_BYTES")? {
+            c.limits.max_stored_bytes = v;
+        }
+        if let Some(v) = number("MCP_MAX_TASK_BYTES")? {
+            c.limits.max_task_bytes = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = number("MCP_MAX_ARGUMENT_BYTES")? {
+            c.limits.max_argument_bytes = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = number("MCP_MAX_TASKS_PER_MINUTE")? {
+            c.limits.max_tasks_per_minute = u32::try_from(v).unwrap_or(u32::MAX);
+        }
+        if let Some(v) = number("MCP_MAX_LISTEN_STREAMS")? {
+            c.limits.max_listen_streams = usize::try_from(v).unwrap_or(usize::MAX);
         }
         if let Some(v) = number("MCP_OUTBOUND_MAX_BYTES")? {
             c.outbound.max_response_bytes = usize::try_from(v).unwrap_or(usize::MAX);

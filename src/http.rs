@@ -553,7 +553,24 @@ struct ListenStream {
 }
 
 impl ListenStream {
+    /// [`Self::step`], keeping the stream's slot in the caller's
+    /// open-stream quota: renewed while it runs, given back at the end.
     async fn advance<S: Store>(&mut self, store: &S, now: Millis) -> Next {
+        if let Some(slot) = self.sub.slot.as_mut()
+            && now >= slot.renew_at
+        {
+            crate::tasks::streams::renew(store, slot, now).await;
+        }
+        let next = self.step(store, now).await;
+        if next == Next::End
+            && let Some(slot) = self.sub.slot.take()
+        {
+            crate::tasks::streams::close(store, &slot, now).await;
+        }
+        next
+    }
+
+    async fn step<S: Store>(&mut self, store: &S, now: Millis) -> Next {
         loop {
             if let Some(frame) = self.pending.pop_front() {
                 return Next::Send(frame);

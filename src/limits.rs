@@ -15,6 +15,18 @@ pub struct Limits {
     pub max_input_responses: usize,
     /// Most unfinished tasks one principal may have (0: no quota).
     pub max_outstanding_tasks: usize,
+    /// Most bytes one principal's tasks may store, finished ones included,
+    /// until they expire (0: no limit).
+    pub max_stored_bytes: u64,
+    /// Largest stored task (its arguments, state and result); a create
+    /// beyond it is refused, a step that would pass it fails the task.
+    pub max_task_bytes: usize,
+    /// Largest `arguments` of a call that creates a task, as JSON.
+    pub max_argument_bytes: usize,
+    /// Most tasks one principal may create per minute (0: no limit).
+    pub max_tasks_per_minute: u32,
+    /// Most open listen streams per principal (0: no limit).
+    pub max_listen_streams: usize,
 }
 
 impl Default for Limits {
@@ -25,6 +37,11 @@ impl Default for Limits {
             max_members: 1_000,
             max_input_responses: 32,
             max_outstanding_tasks: 100,
+            max_stored_bytes: 32 * 1024 * 1024,
+            max_task_bytes: 1024 * 1024,
+            max_argument_bytes: 256 * 1024,
+            max_tasks_per_minute: 600,
+            max_listen_streams: 16,
         }
     }
 }

@@ -586,7 +586,7 @@ impl<S: Store> Server<S> {
         if p.notifications.task_ids.is_some() && !c.caps.has_tasks() {
             return Err(RpcError::tasks_extension_required());
         }
-        let sub = Subscription::open(
+        let mut sub = Subscription::open(
             &self.store,
             c.id.clone(),
             c.ctx.owner.clone(),
@@ -599,6 +599,17 @@ impl<S: Store> Server<S> {
             },
         )
         .await?;
+        let mut nonce = [0u8; 12];
+        self.ids.fill(&mut nonce)?;
+        sub.slot = crate::tasks::streams::open(
+            &self.store,
+            &c.ctx.owner,
+            &crate::crypto::b64url(&nonce),
+            c.ctx.now,
+            self.config.limits.max_listen_streams,
+        )
+        .await?
+        .map(Box::new);
         Ok(Outcome::Listen(sub))
     }
 
@@ -757,6 +768,12 @@ impl<S: Store> Server<S> {
     ) -> Result<Value, RpcError> {
         let (name, tool) = self.tool_for(&p.name, caps, trace)?;
         let arguments = p.arguments.unwrap_or_default();
+        if let Some(why) = self.argument_refusal(name, &arguments) {
+            return Ok(complete_result(
+                &crate::protocol::tools::CallToolResult::error(why),
+                &self.server_info,
+            ));
+        }
         let verified = self.verify_round(ctx, &p.name, &arguments, p.request_state.as_deref())?;
         let call = ToolCall {
             arguments: &arguments,
@@ -845,6 +862,34 @@ impl<S: Store> Server<S> {
                 )
             })
             .transpose()
+    }
+
+    /// Why `arguments` may not be used with tool `name`: a key its input
+    /// schema does not declare, or more than the stored-argument limit.
+    /// A tool argument error, so the model can correct itself.
+    pub(crate) fn argument_refusal(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+    ) -> Option<String> {
+        if let Some(d) = self.tools.descriptor(name)
+            && let Some(key) = crate::tools::unknown_argument(&d.input_schema, arguments)
+        {
+            return Some(format!(
+                "Invalid arguments: {:?} is not an argument of {name}.",
+                truncate(key, 64)
+            ));
+        }
+        let max = self.config.limits.max_argument_bytes;
+        if max > 0 {
+            let size = serde_json::to_string(arguments).map_or(usize::MAX, |s| s.len());
+            if size > max {
+                return Some(format!(
+                    "Invalid arguments: {size} bytes of arguments, more than the {max} allowed."
+                ));
+            }
+        }
+        None
     }
 
     /// Marks a verified round as answered, so that its `requestState` is
@@ -946,7 +991,7 @@ impl<S: Store> Server<S> {
             key_id: Some(self.config.state_keys.current().id().to_owned()),
         };
         let record = TaskService::new(&self.store, &self.server_info)
-            .start(new, id, self.config.limits.max_outstanding_tasks)
+            .start(new, id, crate::tasks::StartLimits::of(&self.config.limits))
             .await
             .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(record.id.clone());

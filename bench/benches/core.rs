@@ -25,6 +25,9 @@ fn server() -> Server<Arc<MemoryStore>> {
     // One caller creates thousands of tasks here; the quota is measured
     // separately (round trips), so it is off for the timing.
     config.limits.max_outstanding_tasks = 0;
+    config.limits.max_stored_bytes = 0;
+    config.limits.max_tasks_per_minute = 0;
+    config.limits.max_listen_streams = 0;
     Server::new(
         Arc::new(MemoryStore::new()),
         config,

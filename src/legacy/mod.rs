@@ -558,6 +558,12 @@ async fn tools_call<S: Store>(
     let (name, tool) = server.tool_for(&p.name, &caps, trace)?;
     let config = server.config();
     let arguments = p.arguments.unwrap_or_default();
+    if let Some(why) = server.argument_refusal(name, &arguments) {
+        return Ok(Answer::Json(result_bytes(
+            id,
+            &crate::protocol::tools::CallToolResult::error(why),
+        )));
+    }
     let token = crate::server::progress_token(raw);
     let progress = Progress::default();
     let plan = tool.call(&ToolCall {

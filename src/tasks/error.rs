@@ -6,6 +6,7 @@
 
 use serde_json::json;
 
+use super::quota::Exceeded;
 use crate::error::RpcError;
 use crate::store::StoreError;
 
@@ -25,8 +26,11 @@ pub enum TaskError {
     Busy,
     /// The caller's quota record kept losing to other writers.
     QuotaBusy,
-    /// The caller has `max` unfinished tasks already.
-    QuotaExceeded { max: usize },
+    /// A per-caller limit refused the request (HTTP 429).
+    QuotaExceeded(super::quota::Exceeded),
+    /// The caller's quota record could not be decoded (its key, for the
+    /// log): refused, never reset.
+    QuotaUnreadable(String),
     /// A stored task could not be decoded.
     Unreadable,
     /// A task (or quota record) could not be encoded.
@@ -44,6 +48,7 @@ impl TaskError {
     pub fn log_detail(&self) -> Option<&str> {
         match self {
             TaskError::Store(why) => Some(why),
+            TaskError::QuotaUnreadable(key) => Some(key),
             _ => None,
         }
     }
@@ -95,11 +100,35 @@ impl From<TaskError> for RpcError {
                 RpcError::internal("Internal error: the quota record is busy; retry later.")
                     .with_status(503)
             }
-            TaskError::QuotaExceeded { max } => RpcError::invalid_params(format!(
+            TaskError::QuotaExceeded(Exceeded::Tasks { max }) => RpcError::invalid_params(format!(
                 "Task quota exceeded: at most {max} unfinished tasks per caller; cancel or wait for one to finish."
             ))
             .with_data(json!({ "reason": "quota", "maxOutstandingTasks": max }))
             .with_status(429),
+            TaskError::QuotaExceeded(Exceeded::Bytes { max }) => RpcError::invalid_params(format!(
+                "Storage quota exceeded: the caller's tasks may store at most {max} bytes until they expire."
+            ))
+            .with_data(json!({ "reason": "storage", "maxStoredBytes": max }))
+            .with_status(429),
+            TaskError::QuotaExceeded(Exceeded::Rate {
+                per_minute,
+                retry_ms,
+            }) => RpcError::invalid_params(format!(
+                "Task creation rate exceeded: at most {per_minute} per minute; retry in {} s.",
+                retry_ms.div_ceil(1000)
+            ))
+            .with_data(json!({
+                "reason": "rate", "maxTasksPerMinute": per_minute, "retryAfterMs": retry_ms
+            }))
+            .with_status(429),
+            TaskError::QuotaExceeded(Exceeded::Streams { max }) => RpcError::invalid_params(format!(
+                "Too many open listen streams: at most {max} per caller; close one first."
+            ))
+            .with_data(json!({ "reason": "streams", "maxListenStreams": max }))
+            .with_status(429),
+            TaskError::QuotaUnreadable(_) => RpcError::internal(
+                "Internal error: the caller's quota record could not be read.",
+            ),
             TaskError::Unreadable => {
                 RpcError::internal("Internal error: a stored task could not be read.")
             }
@@ -124,7 +153,30 @@ mod tests {
             (TaskError::Store("disk on fire".into()), -32603, 503),
             (TaskError::Busy, -32603, 503),
             (TaskError::QuotaBusy, -32603, 503),
-            (TaskError::QuotaExceeded { max: 3 }, -32602, 429),
+            (
+                TaskError::QuotaExceeded(Exceeded::Tasks { max: 3 }),
+                -32602,
+                429,
+            ),
+            (
+                TaskError::QuotaExceeded(Exceeded::Bytes { max: 3 }),
+                -32602,
+                429,
+            ),
+            (
+                TaskError::QuotaExceeded(Exceeded::Rate {
+                    per_minute: 3,
+                    retry_ms: 1,
+                }),
+                -32602,
+                429,
+            ),
+            (
+                TaskError::QuotaExceeded(Exceeded::Streams { max: 3 }),
+                -32602,
+                429,
+            ),
+            (TaskError::QuotaUnreadable("own_x".into()), -32603, 500),
             (TaskError::Unreadable, -32603, 500),
             (TaskError::Encoding, -32603, 500),
             (TaskError::InvalidInput("no".into()), -32602, 200),

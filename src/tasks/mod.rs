@@ -7,11 +7,13 @@
 
 mod error;
 pub mod input;
+pub mod quarantine;
 pub mod quota;
 pub mod record;
 pub mod runner;
 pub mod scratch;
 pub mod state;
+pub mod streams;
 pub mod subscription;
 
 use std::borrow::Cow;
@@ -292,6 +294,28 @@ pub struct NewTask<'a> {
     pub key_id: Option<String>,
 }
 
+/// What a create is held to: the caller's quota and the largest stored
+/// task.
+#[derive(Clone, Copy, Debug)]
+pub struct StartLimits {
+    pub quota: quota::Quota,
+    pub max_task_bytes: usize,
+}
+
+impl StartLimits {
+    /// The limits of `limits`.
+    pub fn of(limits: &crate::limits::Limits) -> Self {
+        StartLimits {
+            quota: quota::Quota {
+                max_outstanding: limits.max_outstanding_tasks,
+                max_stored_bytes: limits.max_stored_bytes,
+                max_per_minute: limits.max_tasks_per_minute,
+            },
+            max_task_bytes: limits.max_task_bytes,
+        }
+    }
+}
+
 /// Where a new task's id comes from.
 pub enum NewTaskId<'a> {
     /// Random, from the id source (a collision is retried).
@@ -339,9 +363,32 @@ impl<'a, S: Store> TaskService<'a, S> {
 
     /// Persists a new task; `Ok(false)` if the id is taken.
     pub async fn create(&self, record: &TaskRecord) -> Result<bool, TaskError> {
-        Ok(save(self.store, None, record, self.server_info)
-            .await?
-            .is_ok())
+        let body = encode(record, self.server_info)?;
+        self.create_encoded(record, &body).await
+    }
+
+    async fn create_encoded(&self, record: &TaskRecord, body: &str) -> Result<bool, TaskError> {
+        match self
+            .store
+            .put(&record.id, None, body, Some(record.due_at()))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(store_failed(e)),
+        }
+    }
+
+    /// Encodes a new record, refusing one larger than `max_bytes`.
+    fn encode_new(&self, record: &TaskRecord, max_bytes: usize) -> Result<String, TaskError> {
+        let body = encode(record, self.server_info)?;
+        if max_bytes > 0 && body.len() > max_bytes {
+            return Err(TaskError::InvalidInput(format!(
+                "The task would store {} bytes, more than the {max_bytes} allowed; send smaller arguments.",
+                body.len()
+            )));
+        }
+        Ok(body)
     }
 
     /// Creates a task (create-if-absent, after reserving the owner's quota
@@ -352,7 +399,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         &self,
         new: NewTask<'_>,
         id: NewTaskId<'_>,
-        max_outstanding: usize,
+        limits: StartLimits,
     ) -> Result<TaskRecord, TaskError> {
         let now = new.now;
         let owner = new.owner;
@@ -384,9 +431,14 @@ impl<'a, S: Store> TaskService<'a, S> {
                 let derived =
                     hmac_sha256(secret, &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()]);
                 record.id = format!("tsk_{}", b64url(derived.get(..16).unwrap_or(&derived)));
-                quota::reserve(self.store, owner, &record.id, expires, now, max_outstanding)
-                    .await?;
-                if self.create(&record).await? {
+                let body = self.encode_new(&record, limits.max_task_bytes)?;
+                let charge = quota::Charge {
+                    task_id: &record.id,
+                    expires_at: expires,
+                    bytes: body.len() as u64,
+                };
+                quota::reserve(self.store, owner, charge, now, limits.quota).await?;
+                if self.create_encoded(&record, &body).await? {
                     return Ok(record);
                 }
                 match load(self.store, &record.id).await? {
@@ -400,9 +452,14 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
                     record.id = ids.task_id()?;
-                    quota::reserve(self.store, owner, &record.id, expires, now, max_outstanding)
-                        .await?;
-                    if self.create(&record).await? {
+                    let body = self.encode_new(&record, limits.max_task_bytes)?;
+                    let charge = quota::Charge {
+                        task_id: &record.id,
+                        expires_at: expires,
+                        bytes: body.len() as u64,
+                    };
+                    quota::reserve(self.store, owner, charge, now, limits.quota).await?;
+                    if self.create_encoded(&record, &body).await? {
                         return Ok(record);
                     }
                 }

@@ -1,18 +1,27 @@
-//! The outstanding-task quota: each principal may have at most N unfinished
-//! tasks. A small per-owner record lists the ids of the owner's tasks with
-//! their expiry; creating a task adds to it with compare-and-swap. Finished
-//! tasks are found lazily, only when the list is full (so a normal create
-//! costs one read and one write of this record, and a full one a read of
-//! each listed task); they then move to a second list that no longer counts
-//! against the quota and is kept until they expire (up to
-//! [`MAX_FINISHED`] of them), so that [`listed`] can still name them.
-//! With the quota off (`max` 0) no record is kept and nothing is listed.
+//! Per-principal quotas on tasks, kept in one small record per owner and
+//! updated with compare-and-swap when a task is created:
+//!
+//! - **unfinished tasks** (at most `max_outstanding`);
+//! - **bytes stored** (at most `max_stored_bytes`): each task is charged its
+//!   stored size, from creation until it expires, finished or not;
+//! - **creation rate** (a token bucket of `max_per_minute`, refilled
+//!   continuously).
+//!
+//! The record lists the owner's tasks with their expiry and charge. Finished
+//! tasks are found lazily, only when a limit would refuse a create (so a
+//! normal create costs one read and one write of this record); that scan
+//! reads each listed task, moves finished ones to a second list (no longer
+//! counted as unfinished, still charged until they expire; up to
+//! [`MAX_FINISHED`] of them, so that [`listed`] can still name them) and
+//! recharges each task at its current stored size, results included.
+//! A record that cannot be read is refused loudly, never reset.
+//! With every limit off no record is kept and nothing is listed.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{TaskError, load, store_failed};
+use super::{TaskError, decode as decode_task, store_failed};
 use crate::crypto::{b64url, sha256};
 use crate::owner::Owner;
 use crate::store::{Store, StoreError};
@@ -24,13 +33,47 @@ const ATTEMPTS: usize = 8;
 /// from the list (the tasks themselves stay readable until they expire).
 pub const MAX_FINISHED: usize = 1_000;
 
+/// The limits [`reserve`] enforces; 0 turns a limit off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    pub max_outstanding: usize,
+    pub max_stored_bytes: u64,
+    pub max_per_minute: u32,
+}
+
+impl Quota {
+    fn is_off(&self) -> bool {
+        self.max_outstanding == 0 && self.max_stored_bytes == 0 && self.max_per_minute == 0
+    }
+}
+
+/// Which limit refused a create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exceeded {
+    /// `max` unfinished tasks already.
+    Tasks { max: usize },
+    /// The bytes stored for the caller's tasks would pass `max`.
+    Bytes { max: u64 },
+    /// More than `per_minute` creates; the next is allowed in `retry_ms`.
+    Rate { per_minute: u32, retry_ms: u64 },
+    /// `max` listen streams open already.
+    Streams { max: usize },
+}
+
 #[derive(Default, Serialize, Deserialize)]
 struct Outstanding {
     /// Task id -> expiry, for tasks not known to be finished.
     tasks: BTreeMap<String, Millis>,
-    /// Task id -> expiry, for finished tasks (not counted).
+    /// Task id -> expiry, for finished tasks (not counted as unfinished).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     finished: BTreeMap<String, Millis>,
+    /// Task id -> bytes charged (listed tasks only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    bytes: BTreeMap<String, u64>,
+    /// The creation-rate bucket: tokens left (thousandths) and when it was
+    /// last filled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket: Option<(u64, Millis)>,
 }
 
 impl Outstanding {
@@ -48,7 +91,40 @@ impl Outstanding {
                 None => break,
             };
         }
+        let (tasks, finished) = (&self.tasks, &self.finished);
+        self.bytes
+            .retain(|id, _| tasks.contains_key(id) || finished.contains_key(id));
     }
+
+    fn stored_bytes(&self) -> u64 {
+        self.bytes.values().sum()
+    }
+
+    /// Takes one token from the creation bucket, or says when one will be
+    /// there.
+    fn take_token(&mut self, per_minute: u32, now: Millis) -> Result<(), u64> {
+        if per_minute == 0 {
+            return Ok(());
+        }
+        let full = u64::from(per_minute) * 1_000;
+        let (tokens, at) = self.bucket.unwrap_or((full, now));
+        let elapsed = u64::try_from(now.saturating_sub(at)).unwrap_or(0);
+        // per_minute tokens per 60,000 ms, in thousandths of a token.
+        let refill = elapsed.saturating_mul(u64::from(per_minute)) / 60;
+        let tokens = tokens.saturating_add(refill).min(full);
+        if tokens < 1_000 {
+            self.bucket = Some((tokens, now));
+            let missing = 1_000 - tokens;
+            return Err((missing * 60).div_ceil(u64::from(per_minute)).max(1));
+        }
+        self.bucket = Some((tokens - 1_000, now));
+        Ok(())
+    }
+}
+
+fn decode(key: &str, body: &str) -> Result<Outstanding, TaskError> {
+    serde_json::from_str::<Outstanding>(body)
+        .map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
 }
 
 /// The ids of `owner`'s tasks that have not expired at `now`, with their
@@ -60,10 +136,11 @@ pub async fn listed<S: Store>(
     owner: &Owner,
     now: Millis,
 ) -> Result<Vec<(String, Millis)>, TaskError> {
-    let Some(entry) = store.get(&key(owner)).await.map_err(store_failed)? else {
+    let key = key(owner);
+    let Some(entry) = store.get(&key).await.map_err(store_failed)? else {
         return Ok(Vec::new());
     };
-    let list = serde_json::from_str::<Outstanding>(&entry.body).unwrap_or_default();
+    let list = decode(&key, &entry.body)?;
     Ok(list
         .tasks
         .into_iter()
@@ -78,46 +155,65 @@ pub fn key(owner: &Owner) -> String {
     format!("own_{}", b64url(&digest[..18]))
 }
 
-/// Counts `task_id` (expiring at `expires_at`) against `owner`'s quota of
-/// `max` unfinished tasks, or refuses with -32602 (HTTP 429).
+/// The task a create would add: its id, expiry and stored size.
+#[derive(Clone, Copy, Debug)]
+pub struct Charge<'a> {
+    pub task_id: &'a str,
+    pub expires_at: Millis,
+    pub bytes: u64,
+}
+
+/// Counts a new task against `owner`'s quota, or refuses with
+/// [`TaskError::QuotaExceeded`] (-32602, HTTP 429).
 pub async fn reserve<S: Store>(
     store: &S,
     owner: &Owner,
-    task_id: &str,
-    expires_at: Millis,
+    charge: Charge<'_>,
     now: Millis,
-    max: usize,
+    quota: Quota,
 ) -> Result<(), TaskError> {
-    if max == 0 {
+    if quota.is_off() {
         return Ok(());
     }
     let key = key(owner);
+    let id = charge.task_id;
     for _ in 0..ATTEMPTS {
         let current = store.get(&key).await.map_err(store_failed)?;
         let (version, mut list) = match &current {
-            Some(e) => (
-                Some(e.version),
-                serde_json::from_str::<Outstanding>(&e.body).unwrap_or_default(),
-            ),
+            Some(e) => (Some(e.version), decode(&key, &e.body)?),
             None => (None, Outstanding::default()),
         };
         list.prune_expired(now);
-        if max > 0 && list.tasks.len() >= max && !list.tasks.contains_key(task_id) {
-            let ids: Vec<String> = list.tasks.keys().cloned().collect();
-            for id in ids {
-                let unfinished = match load(store, &id).await? {
-                    Some((_, r)) => r.visible_to(owner, now) && !r.status().is_terminal(),
-                    None => false,
-                };
-                if !unfinished && let Some(exp) = list.tasks.remove(&id) {
-                    list.finished.insert(id, exp);
-                }
+        // A retried create of the same task (a replayed round) is not
+        // charged twice.
+        if !list.tasks.contains_key(id) {
+            let full = |l: &Outstanding| {
+                (quota.max_outstanding > 0 && l.tasks.len() >= quota.max_outstanding)
+                    || (quota.max_stored_bytes > 0
+                        && l.stored_bytes().saturating_add(charge.bytes) > quota.max_stored_bytes)
+            };
+            if full(&list) {
+                rescan(store, owner, &mut list, now).await?;
             }
-            if list.tasks.len() >= max {
-                return Err(TaskError::QuotaExceeded { max });
+            if quota.max_outstanding > 0 && list.tasks.len() >= quota.max_outstanding {
+                return Err(TaskError::QuotaExceeded(Exceeded::Tasks {
+                    max: quota.max_outstanding,
+                }));
+            }
+            if full(&list) {
+                return Err(TaskError::QuotaExceeded(Exceeded::Bytes {
+                    max: quota.max_stored_bytes,
+                }));
+            }
+            if let Err(retry_ms) = list.take_token(quota.max_per_minute, now) {
+                return Err(TaskError::QuotaExceeded(Exceeded::Rate {
+                    per_minute: quota.max_per_minute,
+                    retry_ms,
+                }));
             }
         }
-        list.tasks.insert(task_id.to_owned(), expires_at);
+        list.tasks.insert(id.to_owned(), charge.expires_at);
+        list.bytes.insert(id.to_owned(), charge.bytes);
         let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
         match store.put(&key, version, &body, None).await {
             Ok(_) => return Ok(()),
@@ -126,4 +222,69 @@ pub async fn reserve<S: Store>(
         }
     }
     Err(TaskError::QuotaBusy)
+}
+
+/// Reads each listed task: finished ones move to the finished list, purged
+/// ones leave the record, and every one is charged its current stored size.
+async fn rescan<S: Store>(
+    store: &S,
+    owner: &Owner,
+    list: &mut Outstanding,
+    now: Millis,
+) -> Result<(), TaskError> {
+    let ids: Vec<String> = list
+        .tasks
+        .keys()
+        .chain(list.finished.keys())
+        .cloned()
+        .collect();
+    for id in ids {
+        let Some(entry) = store.get(&id).await.map_err(store_failed)? else {
+            list.tasks.remove(&id);
+            list.finished.remove(&id);
+            list.bytes.remove(&id);
+            continue;
+        };
+        // An unreadable task still takes its space, and is not unfinished
+        // work of the caller's.
+        let unfinished = decode_task(&entry.body)
+            .is_ok_and(|r| r.visible_to(owner, now) && !r.status().is_terminal());
+        list.bytes.insert(id.clone(), entry.body.len() as u64);
+        if !unfinished && let Some(exp) = list.tasks.remove(&id) {
+            list.finished.insert(id, exp);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_refills_continuously() {
+        let mut o = Outstanding::default();
+        for _ in 0..3 {
+            assert_eq!(o.take_token(3, 0), Ok(()));
+        }
+        // Empty: one token comes back every 20 s.
+        assert_eq!(o.take_token(3, 0), Err(20_000));
+        assert_eq!(o.take_token(3, 10_000), Err(10_000));
+        assert_eq!(o.take_token(3, 20_000), Ok(()));
+        assert!(o.take_token(3, 20_001).is_err());
+        // A long pause refills to the burst, no more.
+        for _ in 0..3 {
+            assert_eq!(o.take_token(3, 10_000_000), Ok(()));
+        }
+        assert!(o.take_token(3, 10_000_000).is_err());
+        assert_eq!(o.take_token(0, 0), Ok(()), "off");
+    }
+
+    #[test]
+    fn a_corrupt_record_is_refused_not_reset() {
+        assert!(matches!(
+            decode("own_x", "{not json"),
+            Err(TaskError::QuotaUnreadable(k)) if k == "own_x"
+        ));
+    }
 }

@@ -17,7 +17,7 @@
 //! task `failed`, so a poison task leaves the due index.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
-use super::{TaskError, load, save};
+use super::{TaskError, decode, load, quarantine, save};
 use crate::crypto::Keyring;
 use crate::error::{RpcError, truncate};
 use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
@@ -242,8 +242,8 @@ impl<'a, S: Store> Runner<'a, S> {
     }
 
     async fn advance(&self, key: &str, now: Millis, report: &mut TickReport) {
-        if super::scratch::is_key(key) {
-            // A scratch record comes due when it expires.
+        if super::scratch::is_key(key) || quarantine::is_key(key) {
+            // A scratch or quarantined record comes due when it expires.
             match self.store.get(key).await {
                 Ok(Some(entry)) => match self.store.delete(key, entry.version).await {
                     Ok(()) => report.purged += 1,
@@ -268,6 +268,10 @@ impl<'a, S: Store> Runner<'a, S> {
                 return;
             }
             Ok(ClaimOutcome::Skipped) => return report.skipped += 1,
+            Err(TaskError::Unreadable) => {
+                report.errors += 1;
+                return self.quarantine(key, now).await;
+            }
             Err(_) => return report.errors += 1,
         };
         let outcome = self.step(&claim, now).await;
@@ -284,6 +288,41 @@ impl<'a, S: Store> Runner<'a, S> {
             }
             Ok(CommitOutcome::LeaseExpired | CommitOutcome::Fenced) => report.fenced += 1,
             Err(_) => report.errors += 1,
+        }
+    }
+
+    /// Moves the undecodable record under `key` out of the due index: to
+    /// [`quarantine::key`] (due when the task would have expired, then
+    /// purged), logged with its key once. It is never retried, so it never
+    /// holds up other due work. An operator finds it under the `qrn_`
+    /// prefix until then.
+    async fn quarantine(&self, key: &str, now: Millis) {
+        let Ok(Some(entry)) = self.store.get(key).await else {
+            return;
+        };
+        if decode(&entry.body).is_ok() {
+            return;
+        }
+        let until = quarantine::expiry(&entry.body)
+            .unwrap_or_else(|| now.saturating_add(quarantine::DEFAULT_HOLD_MS));
+        let target = quarantine::key(key);
+        let moved = match self
+            .store
+            .put(&target, None, &entry.body, Some(until.max(now)))
+            .await
+        {
+            Ok(_) => true,
+            // Moved before (a crash between the two writes): just remove it.
+            Err(StoreError::Conflict { .. }) => false,
+            Err(_) => return,
+        };
+        if self.store.delete(key, entry.version).await.is_ok() && moved {
+            let line = serde_json::json!({
+                "event": "quarantine", "key": key, "moved_to": target,
+                "bytes": entry.body.len(), "purge_at": until,
+                "reason": "the stored task could not be decoded",
+            });
+            (self.log)(&line.to_string());
         }
     }
 

@@ -44,6 +44,8 @@ pub struct Subscription {
     pub ends_at: Millis,
     /// How often the adapter should poll.
     pub poll_interval_ms: u64,
+    /// The stream's slot in the caller's open-stream quota, if counted.
+    pub slot: Option<Box<super::streams::Slot>>,
 }
 
 impl Subscription {
@@ -83,6 +85,7 @@ impl Subscription {
             server_info: settings.server_info,
             ends_at: now.saturating_add(settings.max_ms.min(i64::MAX as u64) as i64),
             poll_interval_ms: settings.poll_interval_ms,
+            slot: None,
         })
     }
 

@@ -631,6 +631,34 @@ impl ToolSet {
     }
 }
 
+/// The first argument `schema` (a tool's `inputSchema`) does not declare:
+/// a key outside `properties` when the schema lists properties and does not
+/// allow others (`additionalProperties` absent or `false`).
+///
+/// ```
+/// use mcp_tasks_edge::tools::unknown_argument;
+/// use serde_json::json;
+/// let schema = json!({"type": "object", "properties": {"url": {"type": "string"}}});
+/// let args = json!({"url": "https://a.example", "junk": 1});
+/// assert_eq!(unknown_argument(&schema, args.as_object().unwrap()), Some("junk"));
+/// let open = json!({"type": "object", "properties": {}, "additionalProperties": true});
+/// assert_eq!(unknown_argument(&open, args.as_object().unwrap()), None);
+/// ```
+pub fn unknown_argument<'a>(
+    schema: &Value,
+    arguments: &'a serde_json::Map<String, Value>,
+) -> Option<&'a str> {
+    let properties = schema.get("properties")?.as_object()?;
+    match schema.get("additionalProperties") {
+        None | Some(Value::Bool(false)) => {}
+        Some(_) => return None,
+    }
+    arguments
+        .keys()
+        .find(|k| !properties.contains_key(k.as_str()))
+        .map(String::as_str)
+}
+
 /// A flat form schema for `elicitation/create`.
 pub fn form_schema(properties: Value, required: &[&str]) -> Value {
     serde_json::json!({

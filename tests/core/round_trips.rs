@@ -52,6 +52,11 @@ fn server(quota: usize) -> (Server<Counted>, Counted) {
     let store: Counted = Arc::new(CountingStore::new(MemoryStore::new()));
     let mut c = config();
     c.limits.max_outstanding_tasks = quota;
+    if quota == 0 {
+        // Every per-caller quota off: no quota record at all.
+        c.limits.max_stored_bytes = 0;
+        c.limits.max_tasks_per_minute = 0;
+    }
     (
         Server::new(
             store.clone(),

@@ -501,3 +501,73 @@ fn a_step_past_its_deadline_sends_nothing() {
     let r = h.tick();
     assert_eq!((r.stepped, r.fenced), (0, 1), "{r:?}");
 }
+
+#[test]
+fn an_undecodable_record_is_quarantined_once_and_others_go_on() {
+    use mcp_tasks_edge::store::Store as _;
+    let (h, steps) = counting_harness(3);
+    let a = h.start("counting", json!({}));
+    let b = h.start("counting", json!({}));
+    // Poison records due before the real tasks: one whose view line still
+    // names its expiry, one that is garbage throughout.
+    let expiry = h.now.get() + 600_000;
+    let store = h.store.clone();
+    let poison_view = "tsk_poisonViewAAAAAAAAAAAA";
+    let poison_junk = "tsk_poisonJunkAAAAAAAAAAAA";
+    block_on(store.put(
+        poison_view,
+        None,
+        &format!("{{\"expires_at\":{expiry}}}\n{{not a record"),
+        Some(h.now.get() - 10),
+    ))
+    .unwrap();
+    block_on(store.put(poison_junk, None, "\u{0}garbage", Some(h.now.get() - 5))).unwrap();
+    h.advance(1_000);
+    let r = h.tick();
+    assert_eq!(r.errors, 2, "{r:?}");
+    // The real tasks were not held up.
+    assert_eq!(steps.load(Ordering::SeqCst), 2);
+    assert_eq!(h.status(&a), "working");
+    assert_eq!(h.status(&b), "working");
+    // Both poison records moved out of the due index, kept for an operator.
+    for id in [poison_view, poison_junk] {
+        assert_eq!(block_on(store.get(id)).unwrap(), None, "{id}");
+        let kept = block_on(store.get(&format!("qrn_{id}"))).unwrap().unwrap();
+        assert!(
+            kept.due_at.unwrap() > h.now.get(),
+            "{id} is not due again soon"
+        );
+        let lines = logged(id);
+        assert_eq!(lines.len(), 1, "logged once: {lines:?}");
+        let line: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(line["event"], "quarantine");
+    }
+    assert_eq!(
+        block_on(store.get(&format!("qrn_{poison_view}")))
+            .unwrap()
+            .unwrap()
+            .due_at,
+        Some(expiry),
+        "purged when the task would have expired"
+    );
+    // Nothing more is due, so nothing is retried in a loop or logged again.
+    for _ in 0..5 {
+        h.advance(1_000);
+        let r = h.tick();
+        assert_eq!(r.errors, 0, "{r:?}");
+    }
+    assert_eq!(
+        steps.load(Ordering::SeqCst),
+        12,
+        "the real tasks kept going"
+    );
+    assert_eq!(logged(poison_view).len(), 1);
+    // At its expiry, the quarantined record is purged.
+    h.advance(600_000);
+    let r = h.tick();
+    assert!(r.purged >= 1, "{r:?}");
+    assert_eq!(
+        block_on(store.get(&format!("qrn_{poison_view}"))).unwrap(),
+        None
+    );
+}

@@ -92,7 +92,7 @@ async function main() {
   await getLatency('do+kv-cache');
   await server.stop();
 
-  useServer(new Wrangler({ MCP_TASK_SHARDS: '1', MCP_TICK_BUDGET: '100', MCP_MAX_OUTSTANDING_TASKS: '0' }));
+  useServer(new Wrangler({ MCP_TASK_SHARDS: '1', MCP_TICK_BUDGET: '100', MCP_MAX_OUTSTANDING_TASKS: '0', MCP_MAX_STORED_BYTES: '0', MCP_MAX_TASKS_PER_MINUTE: '0', MCP_MAX_LISTEN_STREAMS: '0' }));
   await server.start();
   await sweepBacklog(100);
   await server.stop();

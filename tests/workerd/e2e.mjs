@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   BIN,
   BOUND_MS,
+  CONFIG,
   CONFORMANCE_OUT,
   Failure,
   LOG,
@@ -42,6 +43,7 @@ import {
   standardHeaders,
   startTask,
   useServer,
+  VERSION,
   waitFor,
 } from './lib.mjs';
 
@@ -94,7 +96,115 @@ async function staticChecks() {
   });
 }
 
+/// Sends `head` on a raw socket to the Worker and reads the answer (until
+/// the body named by content-length is in, the socket closes, or 10 s).
+async function rawHead(head) {
+  const net = await import('node:net');
+  const { hostname, port } = new URL(server.url);
+  return await new Promise((resolve) => {
+    const started = Date.now();
+    const socket = net.connect({ host: hostname, port: Number(port) }, () => socket.write(head));
+    let got = '';
+    const done = () => {
+      socket.destroy();
+      const status = Number(got.split(' ')[1] ?? 0);
+      resolve({ status, text: got, ms: Date.now() - started });
+    };
+    socket.on('data', (d) => {
+      got += d.toString('latin1');
+      const [h, body = ''] = got.split('\r\n\r\n');
+      const m = /content-length:\s*(\d+)/i.exec(h);
+      if (got.includes('\r\n\r\n') && (!m || body.length >= Number(m[1]))) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+    setTimeout(done, 10_000);
+  });
+}
+
+/// Sends `head`, then `size` bytes of body (chunked-encoded if `chunked`)
+/// as fast as the socket takes them, and reads the answer.
+async function rawBody(head, size, chunked = false) {
+  const net = await import('node:net');
+  const { hostname, port } = new URL(server.url);
+  return await new Promise((resolve) => {
+    const started = Date.now();
+    let got = '';
+    let finished = false;
+    const socket = net.connect({ host: hostname, port: Number(port) }, async () => {
+      socket.write(head);
+      const chunk = Buffer.alloc(1024 * 1024, 32);
+      for (let sent = 0; sent < size && !finished && !socket.destroyed; sent += chunk.length) {
+        const frame = chunked ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]) : chunk;
+        if (!socket.write(frame)) await new Promise((r) => socket.once('drain', r));
+      }
+      if (chunked && !finished && !socket.destroyed) socket.write('0\r\n\r\n');
+    });
+    const done = () => {
+      if (finished) return;
+      finished = true;
+      socket.destroy();
+      resolve({ status: Number(got.split(' ')[1] ?? 0), text: got, ms: Date.now() - started });
+    };
+    socket.on('data', (d) => {
+      got += d.toString('latin1');
+      const [h, body = ''] = got.split('\r\n\r\n');
+      const m = /content-length:\s*(\d+)/i.exec(h);
+      if (got.includes('\r\n\r\n') && (!m || body.length >= Number(m[1]))) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+    setTimeout(done, 30_000);
+  });
+}
+
 async function httpEdges() {
+  await test('a 100 MB body is refused from its head; insecure-local answers loopback hosts only', async () => {
+    const { host } = new URL(server.url);
+    const head = (extra = '', h = host) =>
+      `POST /mcp HTTP/1.1\r\nhost: ${h}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n${extra}\r\n`;
+    // `wrangler dev` buffers a request's body before the Worker runs, so
+    // what shows here is that the Worker never copies it: its wasm memory
+    // (which never shrinks) does not grow by the body.
+    const memory = async () => (await hook('memory', {})).bytes;
+    const before = await memory();
+    const big = await rawBody(head('content-length: 104857600\r\n'), 100 * 1024 * 1024);
+    check(big.status === 413 && big.text.includes('-32600'), `100 MB body: ${big.text}`);
+    const after = await memory();
+    check(after - before < 8 * 1024 * 1024, `wasm memory grew from ${before} to ${after} bytes`);
+    figures.push(
+      `workerd: a 100 MB body refused with 413 in ${big.ms} ms; the Worker's wasm memory ${before} -> ${after} bytes`,
+    );
+    // Without a length, the body is read as a stream and abandoned at the limit.
+    const chunked = await rawBody(head('transfer-encoding: chunked\r\n'), 8 * 1024 * 1024, true);
+    check(chunked.status === 413, `chunked 8 MB: ${chunked.text}`);
+    const afterChunked = await memory();
+    check(afterChunked - before < 8 * 1024 * 1024, `wasm memory grew from ${before} to ${afterChunked} bytes`);
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta() } });
+    const discover = (h) =>
+      rawHead(
+        head(
+          `mcp-protocol-version: ${VERSION}\r\nmcp-method: server/discover\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n`,
+          h,
+        ) + body,
+      );
+    const ok = await discover(host);
+    check(ok.status === 200, `loopback host: ${ok.text}`);
+    for (const h of ['evil.example', 'mcp.example.com:8787', '10.1.2.3']) {
+      const r = await discover(h);
+      check(r.status === 403 && r.text.includes('loopback'), `Host ${h}: ${r.text}`);
+    }
+  });
+
+  await test('the test-only Worker configuration cannot be deployed publicly', async () => {
+    const toml = fs.readFileSync(path.join(ROOT, CONFIG), 'utf8');
+    check(/^workers_dev\s*=\s*false\s*$/m.test(toml), 'tests/workerd/wrangler.toml must say workers_dev = false');
+    check(/^preview_urls\s*=\s*false\s*$/m.test(toml), 'tests/workerd/wrangler.toml must say preview_urls = false');
+    check(!/^\s*(route|routes)\s*=/m.test(toml), 'tests/workerd/wrangler.toml must have no routes');
+    const deployed = fs.readFileSync(path.join(ROOT, 'wrangler.toml'), 'utf8');
+    check(!/^\s*MCP_AUTH\s*=\s*"insecure-local"/m.test(deployed), 'the deployed wrangler.toml must not set insecure-local');
+  });
+
   await test('bad input gets a JSON-RPC error with the right status, never a 500', async () => {
     const raw = (init, url = server.url) => fetch(url, { signal: AbortSignal.timeout(10_000), ...init });
 

@@ -84,6 +84,8 @@ impl Host {
             .env("MCP_INSECURE_PRINCIPAL", "faults/client")
             .env("MCP_TOOLS", "all")
             .env("MCP_MAX_OUTSTANDING_TASKS", "0")
+            .env("MCP_MAX_STORED_BYTES", "0")
+            .env("MCP_MAX_TASKS_PER_MINUTE", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());

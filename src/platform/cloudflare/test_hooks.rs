@@ -8,7 +8,8 @@
 //! - `POST /__test/shard {op}`: one raw operation on the shard that owns
 //!   `key`, bypassing the KV cache;
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
-//!   namespace itself (`get` also reports the key's expiration).
+//!   namespace itself (`get` also reports the key's expiration);
+//! - `POST /__test/memory`: this isolate's wasm linear memory, in bytes.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -70,6 +71,13 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
         Err(e) => return misconfigured("bindings", &e.to_string()),
     };
     match hook {
+        "memory" => {
+            #[cfg(target_arch = "wasm32")]
+            let bytes = core::arch::wasm32::memory_size(0) * 65_536;
+            #[cfg(not(target_arch = "wasm32"))]
+            let bytes = 0usize;
+            json(200, &json!({"bytes": bytes}))
+        }
         "contract" => {
             let args: ContractArgs = match serde_json::from_str(&body) {
                 Ok(a) => a,

@@ -1,0 +1,188 @@
+//! The open-listen-stream quota: each principal may hold at most N
+//! `subscriptions/listen` streams at once, on every replica together. A
+//! small per-owner record lists each open stream with a lease; a stream
+//! renews its lease while it runs and gives its slot back when it ends, and
+//! the slot of a stream whose client (or isolate) went away frees itself
+//! when its lease runs out. A record that cannot be read is refused
+//! loudly, never reset.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::quota::Exceeded;
+use super::{TaskError, store_failed};
+use crate::crypto::{b64url, sha256};
+use crate::owner::Owner;
+use crate::store::{Store, StoreError};
+use crate::time::Millis;
+
+const ATTEMPTS: usize = 8;
+
+/// How long a slot lasts without renewal.
+pub const LEASE_MS: i64 = 60_000;
+/// How often a running stream renews its slot.
+pub const RENEW_MS: i64 = 30_000;
+
+#[derive(Default, Serialize, Deserialize)]
+struct Open {
+    /// Stream id -> lease expiry.
+    streams: BTreeMap<String, Millis>,
+}
+
+/// One stream's slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    key: String,
+    id: String,
+    /// When the stream next renews its lease.
+    pub renew_at: Millis,
+}
+
+/// The store key of `owner`'s stream record. It never looks like a task id.
+pub fn key(owner: &Owner) -> String {
+    let digest = sha256(format!("streams\u{0}{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
+    format!("lsn_{}", b64url(&digest[..18]))
+}
+
+fn decode(key: &str, body: &str) -> Result<Open, TaskError> {
+    serde_json::from_str(body).map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
+}
+
+/// A read-modify-write of the record with compare-and-swap; `edit` says
+/// whether there is anything to write.
+async fn modify<S: Store>(
+    store: &S,
+    key: &str,
+    mut edit: impl FnMut(&mut Open) -> Result<bool, TaskError>,
+) -> Result<(), TaskError> {
+    for _ in 0..ATTEMPTS {
+        let current = store.get(key).await.map_err(store_failed)?;
+        let (version, mut open) = match &current {
+            Some(e) => (Some(e.version), decode(key, &e.body)?),
+            None => (None, Open::default()),
+        };
+        if !edit(&mut open)? {
+            return Ok(());
+        }
+        let body = serde_json::to_string(&open).map_err(|_| TaskError::Encoding)?;
+        match store.put(key, version, &body, None).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(store_failed(e)),
+        }
+    }
+    Err(TaskError::QuotaBusy)
+}
+
+/// Takes a slot for stream `id` of `owner`, or refuses (429) when `max`
+/// are open; `None` without a record when `max` is 0 (no limit).
+pub async fn open<S: Store>(
+    store: &S,
+    owner: &Owner,
+    id: &str,
+    now: Millis,
+    max: usize,
+) -> Result<Option<Slot>, TaskError> {
+    if max == 0 {
+        return Ok(None);
+    }
+    let key = key(owner);
+    modify(store, &key, |open| {
+        open.streams.retain(|_, exp| *exp > now);
+        if open.streams.len() >= max {
+            return Err(TaskError::QuotaExceeded(Exceeded::Streams { max }));
+        }
+        open.streams
+            .insert(id.to_owned(), now.saturating_add(LEASE_MS));
+        Ok(true)
+    })
+    .await?;
+    Ok(Some(Slot {
+        key,
+        id: id.to_owned(),
+        renew_at: now.saturating_add(RENEW_MS),
+    }))
+}
+
+/// Extends the slot's lease (best effort: a failure only lets the slot
+/// expire early).
+pub async fn renew<S: Store>(store: &S, slot: &mut Slot, now: Millis) {
+    slot.renew_at = now.saturating_add(RENEW_MS);
+    let _ = modify(store, &slot.key, |open| {
+        open.streams.retain(|_, exp| *exp > now);
+        open.streams
+            .insert(slot.id.clone(), now.saturating_add(LEASE_MS));
+        Ok(true)
+    })
+    .await;
+}
+
+/// Gives the slot back (best effort: otherwise its lease runs out).
+pub async fn close<S: Store>(store: &S, slot: &Slot, now: Millis) {
+    let _ = modify(store, &slot.key, |open| {
+        let had = open.streams.remove(&slot.id).is_some();
+        open.streams.retain(|_, exp| *exp > now);
+        Ok(had)
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block_on;
+    use crate::store::MemoryStore;
+
+    fn owner(p: &str) -> Owner {
+        Owner {
+            tenant: "t".into(),
+            principal: p.into(),
+        }
+    }
+
+    #[test]
+    fn slots_are_counted_renewed_given_back_and_expire() {
+        let store = MemoryStore::new();
+        let a = owner("a");
+        let s1 = block_on(open(&store, &a, "s1", 0, 2)).unwrap().unwrap();
+        let mut s2 = block_on(open(&store, &a, "s2", 0, 2)).unwrap().unwrap();
+        assert!(matches!(
+            block_on(open(&store, &a, "s3", 0, 2)),
+            Err(TaskError::QuotaExceeded(Exceeded::Streams { max: 2 }))
+        ));
+        // Another principal is not affected.
+        assert!(block_on(open(&store, &owner("b"), "s1", 0, 2)).is_ok());
+        // A slot given back is free at once.
+        block_on(close(&store, &s1, 1));
+        let s3 = block_on(open(&store, &a, "s3", 1, 2)).unwrap().unwrap();
+        // A renewed slot outlives one that was not renewed.
+        block_on(renew(&store, &mut s2, 50_000));
+        let at = LEASE_MS + 1;
+        assert!(
+            block_on(open(&store, &a, "s4", at, 2)).is_ok(),
+            "s3 expired"
+        );
+        assert!(
+            block_on(open(&store, &a, "s5", at, 2)).is_err(),
+            "s2 and s4 hold"
+        );
+        drop(s3);
+        // No limit: no record.
+        assert_eq!(
+            block_on(open(&store, &owner("c"), "x", 0, 0)).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_corrupt_record_is_refused_not_reset() {
+        let store = MemoryStore::new();
+        let k = key(&owner("a"));
+        block_on(store.put(&k, None, "garbage", None)).unwrap();
+        assert!(matches!(
+            block_on(open(&store, &owner("a"), "s", 0, 2)),
+            Err(TaskError::QuotaUnreadable(_))
+        ));
+    }
+}
