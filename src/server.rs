@@ -410,6 +410,7 @@ impl<S: Store> Server<S> {
         r.settings = self.tool_settings.as_ref();
         r.clock = self.clock.as_ref().map(|c| c as &dyn Fn() -> Millis);
         r.log = &self.log;
+        r.max_task_bytes = self.config.limits.max_task_bytes;
         r
     }
 

@@ -39,6 +39,13 @@ impl MemoryStore {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Bytes of every stored body together (for tests and diagnostics).
+    pub fn bytes(&self) -> usize {
+        self.lock()
+            .map(|i| i.entries.values().map(|e| e.body.len()).sum())
+            .unwrap_or(0)
+    }
 }
 
 impl Store for MemoryStore {

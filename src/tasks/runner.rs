@@ -166,8 +166,11 @@ pub struct Runner<'a, S: Store> {
     pub policy: &'a OutboundPolicy,
     pub settings: &'a dyn ToolSettings,
     /// Operator log lines (JSON): tasks given up on, refused outbound
-    /// requests.
+    /// requests, quarantined records.
     pub log: &'a dyn Fn(&str),
+    /// Largest stored task; a step that would pass it fails the task
+    /// (0: no limit).
+    pub max_task_bytes: usize,
 }
 
 fn io(e: StoreError) -> TaskError {
@@ -217,6 +220,7 @@ impl<'a, S: Store> Runner<'a, S> {
             policy: &NO_POLICY,
             settings: &NO_SETTINGS,
             log: &NO_LOG,
+            max_task_bytes: 0,
         }
     }
 
@@ -464,6 +468,18 @@ impl<'a, S: Store> Runner<'a, S> {
             }
             let mut record = claim.record.clone();
             apply_outcome(&mut record, outcome.clone(), now, &self.retry);
+            if self.max_task_bytes > 0
+                && super::encode(&record, self.server_info)?.len() > self.max_task_bytes
+            {
+                // The step's state or result would make the task larger than
+                // allowed: the task fails instead, and stays small.
+                record = claim.record.clone();
+                let error = RpcError::internal(format!(
+                    "The task's state or result is larger than the {} bytes a task may store.",
+                    self.max_task_bytes
+                ));
+                apply_outcome(&mut record, StepOutcome::Fail(error), now, &self.retry);
+            }
             match save(self.store, Some(claim.version), &record, self.server_info).await? {
                 Ok(_) => return Ok(CommitOutcome::Committed(record.status())),
                 Err(_) => {

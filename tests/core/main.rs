@@ -13,6 +13,7 @@ mod lifecycle;
 mod listen;
 mod model;
 mod ownership;
+mod quotas;
 mod round_trips;
 mod steps;
 mod support;

@@ -1,0 +1,227 @@
+//! Hostile load from one principal with a valid token: stored bytes,
+//! creation rate, open listen streams and task size are bounded per
+//! principal, with a clear 429 (or a tool argument error) and nothing
+//! stored; another principal is unaffected; a corrupt counter is refused,
+//! never reset.
+
+use mcp_tasks_edge::block_on;
+use mcp_tasks_edge::http::{HttpBody, Next};
+use mcp_tasks_edge::store::Store;
+use serde_json::{Value, json};
+
+use crate::support::{Harness, caps, config, meta, owner, standard_headers};
+
+fn harness(edit: impl FnOnce(&mut mcp_tasks_edge::limits::Limits)) -> Harness {
+    let mut c = config();
+    edit(&mut c.limits);
+    Harness::with_config(
+        std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new()),
+        1,
+        c,
+    )
+}
+
+/// `tools/call` of `slow_compute` with a label of `label_bytes`.
+fn create(h: &Harness, label_bytes: usize) -> (u16, Value) {
+    h.send(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "x".repeat(label_bytes)}}),
+    )
+}
+
+#[test]
+fn junk_arguments_are_refused_and_nothing_is_stored() {
+    let h = Harness::new();
+    let mut junk = serde_json::Map::new();
+    for i in 0..14 {
+        junk.insert(format!("junk{i}"), json!("j".repeat(60_000)));
+    }
+    junk.insert("size".into(), json!("small"));
+    let before = h.store.bytes();
+    for _ in 0..50 {
+        let (status, v) = h.send(
+            "tools/call",
+            json!({"name": "generate_report", "arguments": junk}),
+        );
+        assert_eq!(status, 200);
+        assert_eq!(v["result"]["isError"], true, "{v}");
+        let text = v["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("is not an argument of generate_report"),
+            "{text}"
+        );
+    }
+    assert_eq!(h.store.bytes(), before, "nothing stored");
+    // Arguments the schema allows, but more of them than a task may store.
+    let h = harness(|l| l.max_argument_bytes = 10_000);
+    let (_, v) = create(&h, 20_000);
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 10000 allowed")
+    );
+    assert_eq!(h.store.len(), 0);
+}
+
+#[test]
+fn the_byte_budget_bounds_what_a_principal_stores() {
+    const BUDGET: u64 = 1_000_000;
+    let h = harness(|l| {
+        l.max_stored_bytes = BUDGET;
+        l.max_outstanding_tasks = 0;
+    });
+    let bob = Harness::over(h.store.clone(), 2).owned_by(owner("acme", "bob"));
+    // The loop from the issue: big tasks, each cancelled at once.
+    let mut accepted = 0;
+    let mut refused = None;
+    for _ in 0..50 {
+        let (status, v) = create(&h, 60_000);
+        if status == 429 {
+            refused = Some(v);
+            break;
+        }
+        let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+        h.ok("tasks/cancel", json!({"taskId": id}));
+        accepted += 1;
+    }
+    let refused = refused.expect("the budget never refused");
+    assert_eq!(refused["error"]["code"], -32602);
+    assert_eq!(refused["error"]["data"]["reason"], "storage");
+    assert_eq!(refused["error"]["data"]["maxStoredBytes"], BUDGET);
+    let stored = h.store.bytes() as u64;
+    println!(
+        "byte budget: {accepted} tasks of 60 kB accepted, then 429; {stored} bytes stored (budget {BUDGET})"
+    );
+    // Within the budget, plus the small quota record.
+    assert!(stored <= BUDGET + 4_096, "{stored}");
+    // Nothing more is stored by refused creates.
+    for _ in 0..5 {
+        assert_eq!(create(&h, 60_000).0, 429);
+    }
+    assert_eq!(h.store.bytes() as u64, stored);
+    // Another principal is unaffected.
+    let (status, v) = create(&bob, 60_000);
+    assert_eq!(status, 200, "{v}");
+    // Once the tasks expire (and are purged), the budget is free again.
+    let ttl = h.server.config().task_ttl_ms as i64;
+    h.advance(ttl);
+    h.tick();
+    let (status, v) = create(&h, 60_000);
+    assert_eq!(status, 200, "{v}");
+}
+
+#[test]
+fn creates_are_rate_limited_per_principal() {
+    let h = harness(|l| l.max_tasks_per_minute = 5);
+    let bob = Harness::over(h.store.clone(), 2).owned_by(owner("acme", "bob"));
+    for _ in 0..5 {
+        assert_eq!(create(&h, 1).0, 200);
+    }
+    let (status, v) = create(&h, 1);
+    assert_eq!(status, 429, "{v}");
+    assert_eq!(v["error"]["data"]["reason"], "rate");
+    assert_eq!(v["error"]["data"]["retryAfterMs"], 12_000);
+    let len = h.store.len();
+    assert_eq!(create(&h, 1).0, 429);
+    assert_eq!(h.store.len(), len, "nothing stored");
+    assert_eq!(create(&bob, 1).0, 200, "another principal is unaffected");
+    // One token back every 12 s.
+    h.advance(12_000);
+    bob.advance(12_000);
+    assert_eq!(create(&h, 1).0, 200);
+    assert_eq!(create(&h, 1).0, 429);
+}
+
+fn listen(h: &Harness) -> Result<mcp_tasks_edge::http::EventStream, Value> {
+    let mut params = json!({"notifications": {"toolsListChanged": true}});
+    params["_meta"] = meta(caps());
+    let msg =
+        json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen", "params": params});
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let resp = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    match resp.body {
+        HttpBody::Events(s) => Ok(s),
+        _ => Err(serde_json::from_slice(resp.body_bytes()).unwrap()),
+    }
+}
+
+#[test]
+fn open_listen_streams_are_capped_per_principal() {
+    let h = harness(|l| l.max_listen_streams = 2);
+    let bob = Harness::over(h.store.clone(), 2).owned_by(owner("acme", "bob"));
+    let mut a = listen(&h).unwrap();
+    let b = listen(&h).unwrap();
+    let refused = listen(&h).unwrap_err();
+    assert_eq!(refused["error"]["code"], -32602);
+    assert_eq!(refused["error"]["data"]["reason"], "streams");
+    assert!(listen(&bob).is_ok(), "another principal is unaffected");
+    // The open ones keep working.
+    assert!(matches!(
+        block_on(a.next(&h.server, h.now.get())),
+        Next::Send(_)
+    ));
+    // A stream that ends gives its slot back.
+    let max = h.server.config().listen_max_ms as i64;
+    h.advance(max + 1);
+    let mut ended = false;
+    for _ in 0..10 {
+        if block_on(a.next(&h.server, h.now.get())) == Next::End {
+            ended = true;
+            break;
+        }
+    }
+    assert!(ended);
+    // `b` was never driven again (its client went away): its lease runs
+    // out, so both slots are free.
+    drop(b);
+    h.advance(mcp_tasks_edge::tasks::streams::LEASE_MS);
+    assert!(listen(&h).is_ok());
+    assert!(listen(&h).is_ok());
+    assert!(listen(&h).is_err());
+}
+
+#[test]
+fn a_task_larger_than_allowed_is_refused_or_fails() {
+    let h = harness(|l| l.max_task_bytes = 8_000);
+    let (_, v) = create(&h, 20_000);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 8000 allowed")
+    );
+    assert_eq!(h.store.len(), 0, "nothing stored, the quota not charged");
+    // A result that would pass the limit fails the task instead.
+    let (_, v) = create(&h, 4_000);
+    let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+    let t = h.run_until_settled(&id, 61_000, 3);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than the 8000 bytes"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_corrupt_quota_record_is_refused_not_reset() {
+    let h = Harness::new();
+    let key = mcp_tasks_edge::tasks::quota::key(&h.owner);
+    block_on(h.store.put(&key, None, "{\"tasks\": 12", None)).unwrap();
+    let before = block_on(h.store.get(&key)).unwrap();
+    let (status, v) = create(&h, 1);
+    assert_eq!(status, 500, "{v}");
+    assert_eq!(v["error"]["code"], -32603);
+    assert_eq!(
+        block_on(h.store.get(&key)).unwrap(),
+        before,
+        "left as it was"
+    );
+    assert_eq!(h.store.len(), 1, "no task created");
+}
