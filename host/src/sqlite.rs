@@ -157,6 +157,22 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Bytes of every stored body together, and the number of entries (for
+    /// tests, benchmarks and operators).
+    pub fn stored(&self) -> Result<(u64, u64), StoreError> {
+        let conn = self.acquire()?;
+        let r = conn
+            .query_row(
+                "SELECT COALESCE(SUM(LENGTH(CAST(body AS BLOB))), 0), COUNT(*) FROM entries",
+                [],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            )
+            .map_err(unavailable);
+        self.release(conn);
+        let (bytes, n) = r?;
+        Ok((bytes.max(0) as u64, n.max(0) as u64))
+    }
+
     fn connect(&self) -> rusqlite::Result<Connection> {
         let conn = Connection::open(&self.path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;

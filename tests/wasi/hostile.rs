@@ -427,7 +427,17 @@ async fn oversized_bodies_are_413_and_the_limit_itself_is_served() {
     let (h, b) = good(&msg);
     let resp = post_raw(&rt, &h, b).await;
     assert_eq!(resp.status, 200);
-    assert_eq!(resp.json()["result"]["content"][0]["text"], "Hello, World!");
+    // Parsed and checked against the tool's schema: the extra keys are a
+    // tool argument error, not a refusal of the body.
+    let v = resp.json();
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    assert!(
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is not an argument of greet"),
+        "{v}"
+    );
     // ...and beyond it, a clear error before anything is parsed.
     for extra in [json!(vec![0u8; 1_001]), json!(vec![0u8; 100_000])] {
         args.insert("list".into(), extra);

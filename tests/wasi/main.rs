@@ -20,6 +20,7 @@ mod limits;
 mod listen;
 mod mcp_client;
 mod outbound;
+mod quotas;
 mod replicas;
 mod restart;
 mod starter;
