@@ -47,6 +47,10 @@ pub struct Config {
     pub limits: Limits,
     /// Origins task steps may call, and the largest response body read.
     pub outbound: OutboundPolicy,
+    /// New task ids are placed on one of this many stores
+    /// ([`crate::ids::placed_task_id`]); 0 mints unplaced ids. The Worker
+    /// sets it to its shard capacity.
+    pub task_placements: u16,
     /// How failing steps are tried again.
     pub retry: RetryPolicy,
 }
@@ -76,6 +80,7 @@ impl Default for Config {
             auth: Auth::Unconfigured,
             limits: Limits::default(),
             outbound: OutboundPolicy::default(),
+            task_placements: 0,
             retry: RetryPolicy::default(),
         }
     }

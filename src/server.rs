@@ -992,7 +992,14 @@ impl<S: Store> Server<S> {
             key_id: Some(self.config.state_keys.current().id().to_owned()),
         };
         let record = TaskService::new(&self.store, &self.server_info)
-            .start(new, id, crate::tasks::StartLimits::of(&self.config.limits))
+            .start(
+                new,
+                id,
+                crate::tasks::StartLimits {
+                    placements: self.config.task_placements,
+                    ..crate::tasks::StartLimits::of(&self.config.limits)
+                },
+            )
             .await
             .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(record.id.clone());

@@ -231,14 +231,15 @@ async fn lookup_view<S: Store>(
     }))
 }
 
-/// Length of a task id: `tsk_` and 22 base64url characters (128 bits).
+/// Length of an unplaced task id: `tsk_` and 22 base64url characters (128
+/// bits); a placed one ([`crate::ids::placed_task_id`]) has 24.
 pub const TASK_ID_LEN: usize = 26;
 
-/// Whether `id` has the shape of a task id (`tsk_` and 22 base64url
+/// Whether `id` has the shape of a task id (`tsk_` and 22 or 24 base64url
 /// characters). Other keys in the store (quota records) are never read as
 /// tasks, and malformed ids cost no store read.
 pub fn is_task_id(id: &str) -> bool {
-    id.len() == TASK_ID_LEN
+    (id.len() == TASK_ID_LEN || id.len() == TASK_ID_LEN + 2)
         && id.starts_with("tsk_")
         && id
             .bytes()
@@ -300,6 +301,8 @@ pub struct NewTask<'a> {
 pub struct StartLimits {
     pub quota: quota::Quota,
     pub max_task_bytes: usize,
+    /// New ids are placed on one of this many stores (0: unplaced ids).
+    pub placements: u16,
 }
 
 impl StartLimits {
@@ -312,6 +315,7 @@ impl StartLimits {
                 max_per_minute: limits.max_tasks_per_minute,
             },
             max_task_bytes: limits.max_task_bytes,
+            placements: 0,
         }
     }
 }
@@ -430,7 +434,15 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::FromRound { secret, nonce } => {
                 let derived =
                     hmac_sha256(secret, &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()]);
-                record.id = format!("tsk_{}", b64url(derived.get(..16).unwrap_or(&derived)));
+                let mut random = [0u8; 16];
+                random.copy_from_slice(derived.get(..16).unwrap_or(&[0; 16]));
+                record.id = match limits.placements {
+                    0 => format!("tsk_{}", b64url(&random)),
+                    n => {
+                        let pick = u16::from_be_bytes([derived[16], derived[17]]) % n;
+                        crate::ids::placed_task_id(&random, pick)
+                    }
+                };
                 let body = self.encode_new(&record, limits.max_task_bytes)?;
                 let charge = quota::Charge {
                     task_id: &record.id,
@@ -451,7 +463,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             }
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
-                    record.id = ids.task_id()?;
+                    record.id = crate::ids::new_task_id(ids, limits.placements)?;
                     let body = self.encode_new(&record, limits.max_task_bytes)?;
                     let charge = quota::Charge {
                         task_id: &record.id,

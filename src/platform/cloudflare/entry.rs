@@ -182,7 +182,7 @@ pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             return;
         }
     };
-    let shards = match DoStore::new(&env, settings.shards) {
+    let shards = match DoStore::new(&env, settings.layout) {
         Ok(s) => s,
         Err(e) => {
             console_error!(
@@ -192,7 +192,13 @@ pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             return;
         }
     };
-    let replies = shards.everywhere(&Op::Sweep).await;
+    // A window of the shards, in turn: one run stays within the
+    // invocation's subrequest limit however many shards there are.
+    let minute = u64::try_from(event.schedule() as i64 / 60_000).unwrap_or(0);
+    let window = settings
+        .layout
+        .sweep_window(minute, settings.sweep_shards);
+    let replies = shards.on_shards(&window, &Op::Sweep).await;
     let (mut due, mut stepped, mut finished, mut purged, mut errors, mut failed) =
         (0, 0, 0, 0, 0, 0);
     for reply in replies {
@@ -208,7 +214,8 @@ pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
         }
     }
     let line = serde_json::json!({
-        "event": "cron", "cron": event.cron(), "shards": shards.shards(), "failed_shards": failed,
+        "event": "cron", "cron": event.cron(), "shards": shards.layout().total(),
+        "swept_shards": window.len(), "first_shard": window.first(), "failed_shards": failed,
         "due": due, "stepped": stepped, "finished": finished, "purged": purged, "errors": errors,
         "ms": now_ms() - started,
     });

@@ -62,7 +62,7 @@ pub(super) fn early_error(status: u16, error: &RpcError) -> Response {
 /// Builds the request's store: the shards, behind the KV cache in
 /// `do+kv-cache` mode.
 pub(super) fn open_store(env: &Env, settings: &Settings) -> worker::Result<WorkerStore> {
-    let shards = DoStore::new(env, settings.shards)?;
+    let shards = DoStore::new(env, settings.layout)?;
     let kv = match settings.store {
         StoreMode::Do => None,
         StoreMode::DoKvCache => Some(env.kv(CACHE_BINDING)?),

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::wire::{DEFAULT_SHARDS, MAX_SHARDS};
+use super::wire::{DEFAULT_SHARDS, DEFAULT_SWEEP_SHARDS, Layout, MAX_CAPACITY, MAX_SHARDS};
 use crate::config::{Config, ConfigError};
 use crate::server::Trace;
 use crate::time::Millis;
@@ -38,7 +38,10 @@ pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 900;
 pub struct Settings {
     pub config: Config,
     pub store: StoreMode,
-    pub shards: u32,
+    /// Where keys live (the original shard count and the capacity).
+    pub layout: Layout,
+    /// Shards one cron run sweeps.
+    pub sweep_shards: u32,
     pub listen_subrequests: u32,
 }
 
@@ -49,7 +52,9 @@ impl Settings {
     /// | variable | meaning |
     /// |---|---|
     /// | `MCP_STORE` | `do` (default) or `do+kv-cache` |
-    /// | `MCP_TASK_SHARDS` | shard Durable Objects, 1..=512, default 16; fixed for a deployment |
+    /// | `MCP_TASK_SHARDS` | the deployment's original shard count, 1..=512, default 16; fixed: quota records, scratch records and task ids minted before placement live by hash over it |
+    /// | `MCP_TASK_CAPACITY` | shards new tasks are placed over (the shard is in the task id), 1..=65535, default `MCP_TASK_SHARDS`; raise it at any time to add capacity (never lower it below a value used before: the sweep covers the shards up to it) |
+    /// | `MCP_SWEEP_SHARDS` | shards one cron run sweeps, in turn (default 32) |
     /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let get = |name: &str| {
@@ -75,12 +80,23 @@ impl Settings {
         };
         let shards = number("MCP_TASK_SHARDS", 1, u64::from(MAX_SHARDS))?
             .map_or(DEFAULT_SHARDS, |n| n as u32);
+        let capacity =
+            number("MCP_TASK_CAPACITY", 1, u64::from(MAX_CAPACITY))?.map_or(shards, |n| n as u32);
+        let sweep_shards = number("MCP_SWEEP_SHARDS", 1, 1_000)?
+            .map_or(DEFAULT_SWEEP_SHARDS, |n| n as u32);
+        let mut config = config;
+        // New ids name their shard (placement p lives in shard p).
+        config.task_placements = u16::try_from(capacity).unwrap_or(u16::MAX);
         let listen_subrequests = number("MCP_LISTEN_SUBREQUESTS", 1, 100_000)?
             .map_or(DEFAULT_LISTEN_SUBREQUESTS, |n| n as u32);
         Ok(Settings {
             config,
             store,
-            shards,
+            layout: Layout {
+                base: shards,
+                capacity,
+            },
+            sweep_shards,
             listen_subrequests,
         })
     }
@@ -164,7 +180,9 @@ mod tests {
     fn defaults_and_overrides() {
         let s = Settings::from_env(env(&[])).unwrap();
         assert_eq!(s.store, StoreMode::Do);
-        assert_eq!(s.shards, 16);
+        assert_eq!(s.layout, Layout { base: 16, capacity: 16 });
+        assert_eq!(s.config.task_placements, 16);
+        assert_eq!(s.sweep_shards, DEFAULT_SWEEP_SHARDS);
         assert_eq!(s.listen_subrequests, DEFAULT_LISTEN_SUBREQUESTS);
         assert_eq!(s.config.tick_budget, 100);
 
@@ -178,7 +196,17 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.store, StoreMode::DoKvCache);
-        assert_eq!(s.shards, 4);
+        assert_eq!(s.layout, Layout { base: 4, capacity: 4 });
+        let grown = Settings::from_env(env(&[
+            ("MCP_TASK_SHARDS", "4"),
+            ("MCP_TASK_CAPACITY", "1000"),
+            ("MCP_SWEEP_SHARDS", "20"),
+        ]))
+        .unwrap();
+        assert_eq!(grown.layout, Layout { base: 4, capacity: 1000 });
+        assert_eq!(grown.config.task_placements, 1000);
+        assert_eq!(grown.sweep_shards, 20);
+        assert!(Settings::from_env(env(&[("MCP_TASK_CAPACITY", "65536")])).is_err());
         assert_eq!(s.config.tick_budget, 25);
         assert_eq!(s.config.listen_poll_ms, 250);
         assert_eq!(s.config.listen_max_ms, 60_000);

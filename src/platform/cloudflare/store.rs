@@ -10,7 +10,7 @@ use futures_util::future::{LocalBoxFuture, join_all};
 use worker::{Env, KvStore, Method, ObjectNamespace, Request, RequestInit, console_warn};
 
 use super::now_ms;
-use super::wire::{Op, Reply, cache_key, cacheable, from_cache, shard_name, shard_of};
+use super::wire::{Layout, Op, Reply, cache_key, cacheable, from_cache, shard_name};
 use crate::store::{Entry, Store, StoreError, Version};
 use crate::tasks::is_task_id;
 use crate::time::Millis;
@@ -24,30 +24,30 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{what}: {e}"))
 }
 
-/// Task storage in N shard Durable Objects; a key lives in shard
-/// `shard_of(key, N)`.
+/// Task storage in shard Durable Objects; a key lives in the shard its
+/// [`Layout`] names.
 pub struct DoStore {
     ns: ObjectNamespace,
-    shards: u32,
+    layout: Layout,
     /// Shard requests made so far (each is a subrequest of the request).
     calls: Cell<u32>,
 }
 
 impl DoStore {
-    pub fn new(env: &Env, shards: u32) -> worker::Result<Self> {
+    pub fn new(env: &Env, layout: Layout) -> worker::Result<Self> {
         Ok(DoStore {
             ns: env.durable_object(SHARDS_BINDING)?,
-            shards,
+            layout,
             calls: Cell::new(0),
         })
     }
 
-    pub fn shards(&self) -> u32 {
-        self.shards
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     pub fn shard_for(&self, key: &str) -> u32 {
-        shard_of(key, self.shards)
+        self.layout.shard_for(key)
     }
 
     /// Sends one operation to shard `shard` and returns its reply.
@@ -84,9 +84,16 @@ impl DoStore {
         self.call(self.shard_for(key), &op).await
     }
 
-    /// The same operation on every shard.
+    /// The same operation on each of `shards`.
+    pub async fn on_shards(&self, shards: &[u32], op: &Op) -> Vec<Result<Reply, StoreError>> {
+        join_all(shards.iter().map(|i| self.call(*i, op))).await
+    }
+
+    /// The same operation on every shard (diagnostics and the store
+    /// contract only: one subrequest per shard).
     pub async fn everywhere(&self, op: &Op) -> Vec<Result<Reply, StoreError>> {
-        join_all((0..self.shards).map(|i| self.call(i, op))).await
+        let all: Vec<u32> = (0..self.layout.total()).collect();
+        self.on_shards(&all, op).await
     }
 }
 

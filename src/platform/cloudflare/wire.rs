@@ -15,9 +15,56 @@ pub const DEFAULT_SHARDS: u32 = 16;
 /// Workers Free, which allows 50, keep to 45 or fewer).
 pub const MAX_SHARDS: u32 = 512;
 
+/// The most shards new tasks may be placed over (`MCP_TASK_CAPACITY`): a
+/// placement is two bytes of the task id.
+pub const MAX_CAPACITY: u32 = 65_535;
+
+/// Shards one cron run sweeps at most (`MCP_SWEEP_SHARDS` sets fewer):
+/// whatever the capacity, the backstop stays within one invocation's
+/// subrequest limit.
+pub const DEFAULT_SWEEP_SHARDS: u32 = 32;
+
+/// Where keys live: a task id placed by [`crate::ids::placed_task_id`] in
+/// the shard it names; every other key (quota records, scratch records,
+/// task ids minted before placement) in `shard_of(key, base)`. `base` is the
+/// deployment's original shard count and never changes; `capacity` (the
+/// shards new tasks are placed over) may grow at any time without moving a
+/// task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub base: u32,
+    pub capacity: u32,
+}
+
+impl Layout {
+    /// The shard that owns `key`.
+    pub fn shard_for(&self, key: &str) -> u32 {
+        match crate::ids::placement_of(key) {
+            Some(p) => u32::from(p),
+            None => shard_of(key, self.base),
+        }
+    }
+
+    /// Every shard that may hold a key.
+    pub fn total(&self) -> u32 {
+        self.base.max(self.capacity).max(1)
+    }
+
+    /// The shards the cron run of minute `minute` sweeps: `batch` of them,
+    /// in turn, so every shard is swept once every `total / batch` minutes
+    /// (every minute while the total fits in one batch).
+    pub fn sweep_window(&self, minute: u64, batch: u32) -> Vec<u32> {
+        let total = self.total();
+        let batch = batch.clamp(1, total);
+        let start = (minute.wrapping_mul(u64::from(batch)) % u64::from(total)) as u32;
+        (0..batch).map(|i| (start + i) % total).collect()
+    }
+}
+
 /// The shard that owns `key`: 64-bit FNV-1a of the key's bytes, modulo the
-/// shard count. Stable across releases and platforms; changing the shard
-/// count of a deployment would strand existing tasks, so it is fixed.
+/// shard count. Stable across releases and platforms: it places every key
+/// that is not a placed task id, over the deployment's original shard count
+/// ([`Layout::base`]), which never changes.
 pub fn shard_of(key: &str, shards: u32) -> u32 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -153,6 +200,34 @@ mod tests {
     use super::*;
     use crate::tasks::record::TaskRecord;
     use serde_json::json;
+
+    #[test]
+    fn placed_ids_stay_put_and_the_sweep_is_bounded() {
+        let small = Layout { base: 4, capacity: 4 };
+        let grown = Layout { base: 4, capacity: 40_000 };
+        let placed = crate::ids::placed_task_id(&[9; 16], 3);
+        let unplaced = "tsk_AAAAAAAAAAAAAAAAAAAAAQ";
+        for key in [placed.as_str(), unplaced, "own_abc", "scr_xyz"] {
+            assert_eq!(small.shard_for(key), grown.shard_for(key), "{key} moved");
+        }
+        assert_eq!(grown.shard_for(&crate::ids::placed_task_id(&[0; 16], 39_999)), 39_999);
+        // Every run sweeps at most the batch; all shards are covered in
+        // total / batch runs.
+        let mut seen = vec![false; grown.total() as usize];
+        let runs = grown.total().div_ceil(32) as u64;
+        for minute in 0..runs {
+            let w = grown.sweep_window(minute, 32);
+            assert_eq!(w.len(), 32);
+            for s in w {
+                seen[s as usize] = true;
+            }
+        }
+        assert!(seen.iter().all(|s| *s), "every shard swept in {runs} runs");
+        // A small layout is swept whole every minute.
+        let mut w = small.sweep_window(7, 32);
+        w.sort();
+        assert_eq!(w, [0, 1, 2, 3]);
+    }
 
     #[test]
     fn shards_are_stable_and_spread() {
