@@ -78,6 +78,21 @@ async function sweepBacklog(budget) {
   console.log(`figure: sweeps: ${sweeps.map((s) => `${s.origin}:${s.stepped}`).join(' ')}`);
 }
 
+/// Requests per second one shard Durable Object serves for tasks/get
+/// (16 concurrent clients, for `seconds`), all tasks in that one shard.
+async function shardThroughput(seconds) {
+  const ids = await parallel(16, 4, (i) => startTask('slow_compute', { seconds: 3600, label: `rps-${i}` }));
+  let n = 0;
+  const until = Date.now() + seconds * 1000;
+  await Promise.all(ids.map(async (id) => {
+    while (Date.now() < until) {
+      await getTask(id);
+      n++;
+    }
+  }));
+  console.log(`figure: one shard Durable Object (MCP_TASK_SHARDS=1, MCP_TASK_CAPACITY=1), tasks/get at 16 connections through wrangler dev: ${(n / seconds).toFixed(0)} requests/s (${n} in ${seconds} s)`);
+}
+
 async function main() {
   fs.rmSync(WORK, { recursive: true, force: true });
   fs.mkdirSync(WORK, { recursive: true });
@@ -92,9 +107,10 @@ async function main() {
   await getLatency('do+kv-cache');
   await server.stop();
 
-  useServer(new Wrangler({ MCP_TASK_SHARDS: '1', MCP_TICK_BUDGET: '100', MCP_MAX_OUTSTANDING_TASKS: '0', MCP_MAX_STORED_BYTES: '0', MCP_MAX_TASKS_PER_MINUTE: '0', MCP_MAX_LISTEN_STREAMS: '0' }));
+  useServer(new Wrangler({ MCP_TASK_SHARDS: '1', MCP_TASK_CAPACITY: '1', MCP_TICK_BUDGET: '100', MCP_MAX_OUTSTANDING_TASKS: '0', MCP_MAX_STORED_BYTES: '0', MCP_MAX_TASKS_PER_MINUTE: '0', MCP_MAX_LISTEN_STREAMS: '0' }));
   await server.start();
   await sweepBacklog(100);
+  await shardThroughput(10);
   await server.stop();
 }
 

@@ -468,6 +468,76 @@ async function cronBackstop() {
   });
 }
 
+/** The shard placement a task id names (`null` for an id minted before placement). */
+function placementOf(id) {
+  const rest = id.slice(4);
+  return rest.length === 24 ? Buffer.from(rest.slice(0, 4), 'base64url').readUInt16BE(0) : null;
+}
+
+async function growth() {
+  // Before: the original layout (2 shards), as a deployment has it today.
+  useServer(new Wrangler({ MCP_TASK_SHARDS: '2' }));
+  await server.start();
+  let placed;
+  let legacy;
+  await test('growth: a task of the original layout and one minted before placement', async () => {
+    placed = await startTask('slow_compute', { seconds: 15, label: 'placed' });
+    check(placed.length === 28 && placementOf(placed) < 2, `placed id ${placed}`);
+    // An id minted before placement (tsk_ and 22 characters), stored where
+    // that layout put it: FNV-1a(id) mod MCP_TASK_SHARDS.
+    const { reply } = await hook('shard', { get: { key: placed } });
+    const { view, record } = storedTask(reply.entry.body);
+    legacy = `tsk_${crypto.randomBytes(16).toString('base64url')}`;
+    record.id = legacy;
+    view.snapshot.taskId = legacy;
+    const body = `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
+    await hook('shard', { put: { key: legacy, expected: null, body, due_at: reply.entry.due_at ?? null } });
+    equal((await getTask(legacy)).status, 'working', 'the planted task reads');
+  });
+  await server.stop();
+
+  // After: capacity added (8 shards for new tasks); nothing migrated.
+  useServer(new Wrangler({ MCP_TASK_SHARDS: '2', MCP_TASK_CAPACITY: '8' }));
+  await server.start();
+  await test('growth: after capacity is added, earlier tasks stay readable and advance; new ones spread', async () => {
+    check(placed && legacy, 'the first part did not run');
+    for (const id of [placed, legacy]) {
+      const t = await getTask(id);
+      check(t.status === 'working' || t.status === 'completed', `${id} reads after the change: ${JSON.stringify(t)}`);
+    }
+    const fresh = [];
+    for (let i = 0; i < 16; i++) fresh.push(await startTask('slow_compute', { seconds: 1, label: `grown-${i}` }));
+    const shards = new Set(fresh.map(placementOf));
+    check([...shards].every((p) => p !== null && p < 8), `placements ${[...shards]}`);
+    check(shards.size > 2, `16 new tasks used only shards ${[...shards]}`);
+    figures.push(`workerd growth: 16 tasks created after capacity 2 -> 8 landed on ${shards.size} shards`);
+    for (const id of [placed, legacy, ...fresh]) {
+      const t = await waitFor(id, (x) => TERMINAL.has(x.status), `${id} completes`, 30_000);
+      equal(t.status, 'completed', `${id}`);
+    }
+  });
+  await server.stop();
+
+  useServer(new Wrangler({ MCP_TASK_SHARDS: '2', MCP_TASK_CAPACITY: '1000', MCP_SWEEP_SHARDS: '10' }));
+  await server.start();
+  await test('growth: one cron run sweeps a bounded window of shards, whatever the capacity', async () => {
+    const offset = logSize();
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(server.url.replace(/\/mcp$/, '/__scheduled?cron=*+*+*+*+*'), { signal: AbortSignal.timeout(60_000) });
+      await res.arrayBuffer();
+      check(res.status === 200, `/__scheduled answered ${res.status}`);
+    }
+    await sleep(300);
+    const cron = loggedObjects(offset).filter((o) => o.event === 'cron');
+    check(cron.length === 2, `cron log: ${JSON.stringify(cron)}`);
+    for (const c of cron) {
+      check(c.shards === 1000 && c.swept_shards === 10 && c.failed_shards === 0, `cron log: ${JSON.stringify(c)}`);
+    }
+    figures.push(`workerd cron with 1000 shards: ${cron[0].swept_shards} shard subrequests per run`);
+  });
+  await server.stop();
+}
+
 /** Reads an SSE response, yielding each `data:` JSON message. */
 async function* sseMessages(res) {
   const reader = res.body.getReader();
@@ -831,6 +901,8 @@ async function main() {
   await legacyClients();
   await legacyRestart();
   await server.stop();
+
+  await growth();
 
   useServer(new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) }));
   await server.start();
