@@ -172,7 +172,7 @@ async function httpEdges() {
     check(big.status === 413 && big.text.includes('-32600'), `100 MB body: ${big.text}`);
     const after = await memory();
     check(after - before < 8 * 1024 * 1024, `wasm memory grew from ${before} to ${after} bytes`);
-    figures.push(
+    figure(
       `workerd: a 100 MB body refused with 413 in ${big.ms} ms; the Worker's wasm memory ${before} -> ${after} bytes`,
     );
     // Without a length, the body is read as a stream and abandoned at the limit.
@@ -510,7 +510,7 @@ async function growth() {
     const shards = new Set(fresh.map(placementOf));
     check([...shards].every((p) => p !== null && p < 8), `placements ${[...shards]}`);
     check(shards.size > 2, `16 new tasks used only shards ${[...shards]}`);
-    figures.push(`workerd growth: 16 tasks created after capacity 2 -> 8 landed on ${shards.size} shards`);
+    figure(`growth: 16 tasks created after capacity 2 -> 8 landed on ${shards.size} shards`);
     for (const id of [placed, legacy, ...fresh]) {
       const t = await waitFor(id, (x) => TERMINAL.has(x.status), `${id} completes`, 30_000);
       equal(t.status, 'completed', `${id}`);
@@ -533,7 +533,7 @@ async function growth() {
     for (const c of cron) {
       check(c.shards === 1000 && c.swept_shards === 10 && c.failed_shards === 0, `cron log: ${JSON.stringify(c)}`);
     }
-    figures.push(`workerd cron with 1000 shards: ${cron[0].swept_shards} shard subrequests per run`);
+    figure(`cron with 1000 shards: ${cron[0].swept_shards} shard subrequests per run`);
   });
   await server.stop();
 }

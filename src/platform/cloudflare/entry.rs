@@ -195,9 +195,7 @@ pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     // A window of the shards, in turn: one run stays within the
     // invocation's subrequest limit however many shards there are.
     let minute = u64::try_from(event.schedule() as i64 / 60_000).unwrap_or(0);
-    let window = settings
-        .layout
-        .sweep_window(minute, settings.sweep_shards);
+    let window = settings.layout.sweep_window(minute, settings.sweep_shards);
     let replies = shards.on_shards(&window, &Op::Sweep).await;
     let (mut due, mut stepped, mut finished, mut purged, mut errors, mut failed) =
         (0, 0, 0, 0, 0, 0);

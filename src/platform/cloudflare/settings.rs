@@ -82,8 +82,8 @@ impl Settings {
             .map_or(DEFAULT_SHARDS, |n| n as u32);
         let capacity =
             number("MCP_TASK_CAPACITY", 1, u64::from(MAX_CAPACITY))?.map_or(shards, |n| n as u32);
-        let sweep_shards = number("MCP_SWEEP_SHARDS", 1, 1_000)?
-            .map_or(DEFAULT_SWEEP_SHARDS, |n| n as u32);
+        let sweep_shards =
+            number("MCP_SWEEP_SHARDS", 1, 1_000)?.map_or(DEFAULT_SWEEP_SHARDS, |n| n as u32);
         let mut config = config;
         // New ids name their shard (placement p lives in shard p).
         config.task_placements = u16::try_from(capacity).unwrap_or(u16::MAX);
@@ -180,7 +180,13 @@ mod tests {
     fn defaults_and_overrides() {
         let s = Settings::from_env(env(&[])).unwrap();
         assert_eq!(s.store, StoreMode::Do);
-        assert_eq!(s.layout, Layout { base: 16, capacity: 16 });
+        assert_eq!(
+            s.layout,
+            Layout {
+                base: 16,
+                capacity: 16
+            }
+        );
         assert_eq!(s.config.task_placements, 16);
         assert_eq!(s.sweep_shards, DEFAULT_SWEEP_SHARDS);
         assert_eq!(s.listen_subrequests, DEFAULT_LISTEN_SUBREQUESTS);
@@ -196,14 +202,26 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(s.store, StoreMode::DoKvCache);
-        assert_eq!(s.layout, Layout { base: 4, capacity: 4 });
+        assert_eq!(
+            s.layout,
+            Layout {
+                base: 4,
+                capacity: 4
+            }
+        );
         let grown = Settings::from_env(env(&[
             ("MCP_TASK_SHARDS", "4"),
             ("MCP_TASK_CAPACITY", "1000"),
             ("MCP_SWEEP_SHARDS", "20"),
         ]))
         .unwrap();
-        assert_eq!(grown.layout, Layout { base: 4, capacity: 1000 });
+        assert_eq!(
+            grown.layout,
+            Layout {
+                base: 4,
+                capacity: 1000
+            }
+        );
         assert_eq!(grown.config.task_placements, 1000);
         assert_eq!(grown.sweep_shards, 20);
         assert!(Settings::from_env(env(&[("MCP_TASK_CAPACITY", "65536")])).is_err());

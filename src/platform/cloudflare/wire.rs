@@ -203,14 +203,23 @@ mod tests {
 
     #[test]
     fn placed_ids_stay_put_and_the_sweep_is_bounded() {
-        let small = Layout { base: 4, capacity: 4 };
-        let grown = Layout { base: 4, capacity: 40_000 };
+        let small = Layout {
+            base: 4,
+            capacity: 4,
+        };
+        let grown = Layout {
+            base: 4,
+            capacity: 40_000,
+        };
         let placed = crate::ids::placed_task_id(&[9; 16], 3);
         let unplaced = "tsk_AAAAAAAAAAAAAAAAAAAAAQ";
         for key in [placed.as_str(), unplaced, "own_abc", "scr_xyz"] {
             assert_eq!(small.shard_for(key), grown.shard_for(key), "{key} moved");
         }
-        assert_eq!(grown.shard_for(&crate::ids::placed_task_id(&[0; 16], 39_999)), 39_999);
+        assert_eq!(
+            grown.shard_for(&crate::ids::placed_task_id(&[0; 16], 39_999)),
+            39_999
+        );
         // Every run sweeps at most the batch; all shards are covered in
         // total / batch runs.
         let mut seen = vec![false; grown.total() as usize];
