@@ -520,6 +520,16 @@ impl EventStream {
         }
     }
 
+    /// Store operations the stream makes after its last poll, to give back
+    /// its slot in the caller's open-stream quota (a read and a write), so
+    /// an adapter with a budget can leave room for them.
+    pub fn closing_cost(&self) -> u32 {
+        match &self.source {
+            Source::Listen(l) if l.sub.slot.is_some() => 2,
+            _ => 0,
+        }
+    }
+
     /// The next thing to do: send a frame, wait, or end.
     pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
         let next = match &mut self.source {

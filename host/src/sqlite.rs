@@ -9,9 +9,17 @@
 //! version found. Writers in other processes wait up to the busy timeout.
 //! The due query walks a partial index on `(due_at, key)`, so it costs what
 //! it returns.
+//!
+//! **Group commit.** Writes (put, delete) go to one writer thread per store,
+//! which takes every write pending when it starts a transaction, applies
+//! each in order (each in its own savepoint, so one failing write leaves
+//! the others), and commits them together: concurrent writers share one
+//! fsync. A write returns only after the commit that holds it is durable,
+//! the same guarantee as a commit per write.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use mcp_tasks_edge::store::{Entry, Store, StoreError, Version};
@@ -36,12 +44,139 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_due ON entries (due_at, key) WHERE due_at IS NOT NULL;
 ";
 
-/// The SQLite store. Thread-safe: each operation borrows a connection from
-/// a small pool (or opens one).
+/// The SQLite store. Thread-safe: a read borrows a connection from a small
+/// pool (or opens one); a write goes to the store's writer thread.
 pub struct SqliteStore {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
     sync: Sync,
+    writer: Mutex<Option<mpsc::Sender<Write>>>,
+}
+
+/// Most writes one transaction takes.
+const MAX_BATCH: usize = 512;
+
+/// A write for the writer thread, and where its answer goes.
+struct Write {
+    op: WriteOp,
+    reply: mpsc::SyncSender<Result<Version, StoreError>>,
+}
+
+enum WriteOp {
+    Put {
+        key: String,
+        expected: Option<Version>,
+        body: String,
+        due_at: Option<i64>,
+    },
+    Delete {
+        key: String,
+        expected: Version,
+    },
+}
+
+/// Commits every batch on `conn` until the store is dropped.
+fn writer_loop(mut conn: Connection, writes: mpsc::Receiver<Write>) {
+    while let Ok(first) = writes.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match writes.try_recv() {
+                Ok(w) => batch.push(w),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, batch);
+    }
+}
+
+/// One transaction for `batch`: each write in its own savepoint, then one
+/// commit; the answers go out only after it.
+fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
+    let mut answers = Vec::with_capacity(batch.len());
+    let outcome = (|| -> Result<(), StoreError> {
+        let mut tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        for w in &batch {
+            let mut sp = tx.savepoint().map_err(unavailable)?;
+            let answer = apply(&sp, &w.op);
+            if answer.is_ok() {
+                sp.commit().map_err(unavailable)?;
+            } else {
+                sp.rollback().map_err(unavailable)?;
+                drop(sp);
+            }
+            answers.push(answer);
+        }
+        tx.commit().map_err(unavailable)
+    })();
+    for (i, w) in batch.into_iter().enumerate() {
+        let answer = match &outcome {
+            Ok(()) => answers
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| Err(unavailable("no answer"))),
+            Err(e) => Err(e.clone()),
+        };
+        let _ = w.reply.send(answer);
+    }
+}
+
+/// One write inside the writer's transaction; `Ok` carries the new version
+/// (0 for a delete).
+fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
+    match op {
+        WriteOp::Put {
+            key,
+            expected,
+            body,
+            due_at,
+        } => {
+            let current = current_version(c, key)?;
+            if current != *expected {
+                return Err(StoreError::Conflict { current });
+            }
+            match expected {
+                None => {
+                    c.prepare_cached(
+                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3)",
+                    )
+                    .and_then(|mut s| s.execute(params![key, body, due_at]))
+                    .map_err(unavailable)?;
+                    Ok(1)
+                }
+                Some(v) => {
+                    let (from, to) = (to_sql(*v)?, to_sql(v + 1)?);
+                    let changed = c
+                        .prepare_cached(
+                            "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
+                             WHERE key = ?1 AND version = ?2",
+                        )
+                        .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
+                        .map_err(unavailable)?;
+                    if changed != 1 {
+                        return Err(StoreError::Conflict {
+                            current: current_version(c, key)?,
+                        });
+                    }
+                    Ok(v + 1)
+                }
+            }
+        }
+        WriteOp::Delete { key, expected } => {
+            let expected = to_sql(*expected)?;
+            let changed = c
+                .prepare_cached("DELETE FROM entries WHERE key = ?1 AND version = ?2")
+                .and_then(|mut s| s.execute(params![key, expected]))
+                .map_err(unavailable)?;
+            if changed != 1 {
+                return Err(StoreError::Conflict {
+                    current: current_version(c, key)?,
+                });
+            }
+            Ok(0)
+        }
+    }
 }
 
 /// When a commit reaches the disk.
@@ -126,6 +261,7 @@ impl SqliteStore {
             path: dir.join(FILE_NAME),
             idle: Mutex::new(Vec::new()),
             sync,
+            writer: Mutex::new(None),
         };
         // Several processes (or threads) opening a new store at once can
         // find it locked while one of them switches it to WAL, which SQLite
@@ -149,8 +285,32 @@ impl SqliteStore {
                 Err(e) => return Err(e.into()),
             }
         };
-        store.release(conn);
+        // The writer thread owns its connection.
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || writer_loop(conn, rx))?;
+        if let Ok(mut w) = store.writer.lock() {
+            *w = Some(tx);
+        }
         Ok(store)
+    }
+
+    /// Sends `op` to the writer and waits until its transaction committed.
+    fn write(&self, op: WriteOp) -> Result<Version, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let sender = self
+            .writer
+            .lock()
+            .ok()
+            .and_then(|w| w.clone())
+            .ok_or_else(|| unavailable("the writer is gone"))?;
+        sender
+            .send(Write { op, reply })
+            .map_err(|_| unavailable("the writer is gone"))?;
+        answer
+            .recv()
+            .map_err(|_| unavailable("the writer stopped"))?
     }
 
     pub fn path(&self) -> &Path {
@@ -244,62 +404,20 @@ impl SqliteStore {
         body: &str,
         due_at: Option<i64>,
     ) -> Result<Version, StoreError> {
-        self.with(|c| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            let current = current_version(&tx, key)?;
-            if current != expected {
-                return Err(StoreError::Conflict { current });
-            }
-            let version = match expected {
-                None => {
-                    tx.prepare_cached(
-                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3)",
-                    )
-                    .and_then(|mut s| s.execute(params![key, body, due_at]))
-                    .map_err(unavailable)?;
-                    1
-                }
-                Some(v) => {
-                    let (from, to) = (to_sql(v)?, to_sql(v + 1)?);
-                    let changed = tx
-                        .prepare_cached(
-                            "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
-                             WHERE key = ?1 AND version = ?2",
-                        )
-                        .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
-                        .map_err(unavailable)?;
-                    if changed != 1 {
-                        return Err(StoreError::Conflict {
-                            current: current_version(&tx, key)?,
-                        });
-                    }
-                    v + 1
-                }
-            };
-            tx.commit().map_err(unavailable)?;
-            Ok(version)
+        self.write(WriteOp::Put {
+            key: key.to_owned(),
+            expected,
+            body: body.to_owned(),
+            due_at,
         })
     }
 
     pub fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
-        self.with(|c| {
-            let tx = c
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(unavailable)?;
-            let expected = to_sql(expected)?;
-            let changed = tx
-                .prepare_cached("DELETE FROM entries WHERE key = ?1 AND version = ?2")
-                .and_then(|mut s| s.execute(params![key, expected]))
-                .map_err(unavailable)?;
-            if changed != 1 {
-                return Err(StoreError::Conflict {
-                    current: current_version(&tx, key)?,
-                });
-            }
-            tx.commit().map_err(unavailable)
+        self.write(WriteOp::Delete {
+            key: key.to_owned(),
+            expected,
         })
+        .map(|_| ())
     }
 
     pub fn due(&self, now: i64, limit: u32) -> Result<Vec<String>, StoreError> {

@@ -67,8 +67,13 @@ impl Listen {
                 }
                 Next::Wait(ms) => {
                     let spent = self.store.subrequests();
-                    // Room for the next poll and a last one after it?
-                    if spent.saturating_add(self.poll_cost.saturating_mul(2)) > self.budget {
+                    // Room for the next poll, a last one after it, and
+                    // giving back the stream's slot?
+                    let reserve = self
+                        .poll_cost
+                        .saturating_mul(2)
+                        .saturating_add(self.events.closing_cost());
+                    if spent.saturating_add(reserve) > self.budget {
                         self.events.end_by(now);
                         continue;
                     }
