@@ -414,7 +414,8 @@ async fn serve_checked<S: Store>(
         Reply::Json { status, body } => {
             let mut r = HttpResponse::json(status, body);
             if status == 429 {
-                let secs = config.poll_interval_ms.div_ceil(1000).max(1);
+                let ms = retry_after_ms(&r).unwrap_or(config.poll_interval_ms);
+                let secs = ms.div_ceil(1000).max(1);
                 r.headers.push(("retry-after", secs.to_string()));
             }
             r
@@ -424,6 +425,27 @@ async fn serve_checked<S: Store>(
     };
     response.trace = trace;
     response
+}
+
+/// The wait a 429's error names (`error.data.retryAfterMs`, the creation
+/// rate's), if any.
+fn retry_after_ms(r: &HttpResponse) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        error: Error,
+    }
+    #[derive(serde::Deserialize)]
+    struct Error {
+        data: Data,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Data {
+        retry_after_ms: u64,
+    }
+    serde_json::from_slice::<Body>(r.body_bytes())
+        .ok()
+        .map(|b| b.error.data.retry_after_ms)
 }
 
 /// One SSE event carrying a JSON-RPC message on a single `data:` line.

@@ -123,6 +123,14 @@ fn creates_are_rate_limited_per_principal() {
     assert_eq!(status, 429, "{v}");
     assert_eq!(v["error"]["data"]["reason"], "rate");
     assert_eq!(v["error"]["data"]["retryAfterMs"], 12_000);
+    // The header says the same wait.
+    let msg = json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {
+        "name": "slow_compute", "arguments": {"seconds": 60}, "_meta": meta(caps())}});
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("12"));
     let len = h.store.len();
     assert_eq!(create(&h, 1).0, 429);
     assert_eq!(h.store.len(), len, "nothing stored");
