@@ -383,6 +383,24 @@ impl<'a, S: Store> TaskService<'a, S> {
         }
     }
 
+    /// Charges the new `record` to its owner's quota (at its encoded size),
+    /// then creates it if its id is free; `Ok(false)` if the id is taken.
+    async fn charge_and_create(
+        &self,
+        record: &TaskRecord,
+        limits: StartLimits,
+        now: Millis,
+    ) -> Result<bool, TaskError> {
+        let body = self.encode_new(record, limits.max_task_bytes)?;
+        let charge = quota::Charge {
+            task_id: &record.id,
+            expires_at: record.expires_at(),
+            bytes: body.len() as u64,
+        };
+        quota::reserve(self.store, &record.owner, charge, now, limits.quota).await?;
+        self.create_encoded(record, &body).await
+    }
+
     /// Encodes a new record, refusing one larger than `max_bytes`.
     fn encode_new(&self, record: &TaskRecord, max_bytes: usize) -> Result<String, TaskError> {
         let body = encode(record, self.server_info)?;
@@ -429,7 +447,6 @@ impl<'a, S: Store> TaskService<'a, S> {
             attempts: 0,
             key_id: new.key_id,
         };
-        let expires = record.expires_at();
         match id {
             NewTaskId::FromRound { secret, nonce } => {
                 let derived =
@@ -443,14 +460,7 @@ impl<'a, S: Store> TaskService<'a, S> {
                         crate::ids::placed_task_id(&random, pick)
                     }
                 };
-                let body = self.encode_new(&record, limits.max_task_bytes)?;
-                let charge = quota::Charge {
-                    task_id: &record.id,
-                    expires_at: expires,
-                    bytes: body.len() as u64,
-                };
-                quota::reserve(self.store, owner, charge, now, limits.quota).await?;
-                if self.create_encoded(&record, &body).await? {
+                if self.charge_and_create(&record, limits, now).await? {
                     return Ok(record);
                 }
                 match load(self.store, &record.id).await? {
@@ -464,14 +474,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
                     record.id = crate::ids::new_task_id(ids, limits.placements)?;
-                    let body = self.encode_new(&record, limits.max_task_bytes)?;
-                    let charge = quota::Charge {
-                        task_id: &record.id,
-                        expires_at: expires,
-                        bytes: body.len() as u64,
-                    };
-                    quota::reserve(self.store, owner, charge, now, limits.quota).await?;
-                    if self.create_encoded(&record, &body).await? {
+                    if self.charge_and_create(&record, limits, now).await? {
                         return Ok(record);
                     }
                 }

@@ -96,31 +96,9 @@ async function staticChecks() {
   });
 }
 
-/// Sends `head` on a raw socket to the Worker and reads the answer (until
-/// the body named by content-length is in, the socket closes, or 10 s).
-async function rawHead(head) {
-  const net = await import('node:net');
-  const { hostname, port } = new URL(server.url);
-  return await new Promise((resolve) => {
-    const started = Date.now();
-    const socket = net.connect({ host: hostname, port: Number(port) }, () => socket.write(head));
-    let got = '';
-    const done = () => {
-      socket.destroy();
-      const status = Number(got.split(' ')[1] ?? 0);
-      resolve({ status, text: got, ms: Date.now() - started });
-    };
-    socket.on('data', (d) => {
-      got += d.toString('latin1');
-      const [h, body = ''] = got.split('\r\n\r\n');
-      const m = /content-length:\s*(\d+)/i.exec(h);
-      if (got.includes('\r\n\r\n') && (!m || body.length >= Number(m[1]))) done();
-    });
-    socket.on('error', done);
-    socket.on('close', done);
-    setTimeout(done, 10_000);
-  });
-}
+/// Sends `head` (and whatever body it carries) on a raw socket and reads
+/// the answer.
+const rawHead = (head) => rawBody(head, 0);
 
 /// Sends `head`, then `size` bytes of body (chunked-encoded if `chunked`)
 /// as fast as the socket takes them, and reads the answer.
