@@ -40,6 +40,11 @@ mod bindings {
         path: "../wit",
         world: "server",
         exports: { default: async },
+        // Writes await the store's group commit without holding a thread.
+        imports: {
+            "mcp:tasks-edge/store.put": async,
+            "mcp:tasks-edge/store.delete": async,
+        },
         require_store_data_send: true,
         with: {
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
@@ -343,6 +348,21 @@ fn wit_error(e: CoreStoreError) -> wit_store::StoreError {
 
 impl HostState {
     /// Runs one host store call, counting it and its time.
+    fn started(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+
+    /// Counts one store call that began at `started`.
+    fn done(&self, started: std::time::Instant) {
+        self.progress.fetch_add(1, Ordering::Relaxed);
+        let stats = &self.limits.stats;
+        stats.store_calls.fetch_add(1, Ordering::Relaxed);
+        stats.store_ns.fetch_add(
+            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
     fn timed<T>(&self, f: impl FnOnce(&SqliteStore) -> T) -> T {
         let started = std::time::Instant::now();
         let out = f(&self.store);
@@ -370,19 +390,24 @@ impl wit_store::Host for HostState {
             .map_err(wit_error)
     }
 
-    fn put(
+    async fn put(
         &mut self,
         key: String,
         expected: Option<u64>,
         body: String,
         due_at: Option<i64>,
     ) -> Result<u64, wit_store::StoreError> {
-        self.timed(|s| s.put(&key, expected, &body, due_at))
-            .map_err(wit_error)
+        let started = self.started();
+        let out = self.store.put_async(&key, expected, body, due_at).await;
+        self.done(started);
+        out.map_err(wit_error)
     }
 
-    fn delete(&mut self, key: String, expected: u64) -> Result<(), wit_store::StoreError> {
-        self.timed(|s| s.delete(&key, expected)).map_err(wit_error)
+    async fn delete(&mut self, key: String, expected: u64) -> Result<(), wit_store::StoreError> {
+        let started = self.started();
+        let out = self.store.delete_async(&key, expected).await;
+        self.done(started);
+        out.map_err(wit_error)
     }
 
     fn due(&mut self, now_ms: i64, limit: u32) -> Result<Vec<String>, wit_store::StoreError> {

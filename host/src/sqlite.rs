@@ -59,7 +59,27 @@ const MAX_BATCH: usize = 512;
 /// A write for the writer thread, and where its answer goes.
 struct Write {
     op: WriteOp,
-    reply: mpsc::SyncSender<Result<Version, StoreError>>,
+    reply: Reply,
+}
+
+/// Where a write's answer goes: a blocked thread, or an awaiting task (so
+/// an async caller does not hold a thread while its commit is pending).
+enum Reply {
+    Blocking(mpsc::SyncSender<Result<Version, StoreError>>),
+    Async(tokio::sync::oneshot::Sender<Result<Version, StoreError>>),
+}
+
+impl Reply {
+    fn send(self, answer: Result<Version, StoreError>) {
+        match self {
+            Reply::Blocking(tx) => {
+                let _ = tx.send(answer);
+            }
+            Reply::Async(tx) => {
+                let _ = tx.send(answer);
+            }
+        }
+    }
 }
 
 enum WriteOp {
@@ -118,7 +138,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
                 .unwrap_or_else(|| Err(unavailable("no answer"))),
             Err(e) => Err(e.clone()),
         };
-        let _ = w.reply.send(answer);
+        w.reply.send(answer);
     }
 }
 
@@ -296,9 +316,7 @@ impl SqliteStore {
         Ok(store)
     }
 
-    /// Sends `op` to the writer and waits until its transaction committed.
-    fn write(&self, op: WriteOp) -> Result<Version, StoreError> {
-        let (reply, answer) = mpsc::sync_channel(1);
+    fn submit(&self, op: WriteOp, reply: Reply) -> Result<(), StoreError> {
         let sender = self
             .writer
             .lock()
@@ -307,10 +325,54 @@ impl SqliteStore {
             .ok_or_else(|| unavailable("the writer is gone"))?;
         sender
             .send(Write { op, reply })
-            .map_err(|_| unavailable("the writer is gone"))?;
+            .map_err(|_| unavailable("the writer is gone"))
+    }
+
+    /// Sends `op` to the writer and blocks until its transaction committed.
+    fn write(&self, op: WriteOp) -> Result<Version, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.submit(op, Reply::Blocking(reply))?;
         answer
             .recv()
             .map_err(|_| unavailable("the writer stopped"))?
+    }
+
+    /// Sends `op` to the writer and awaits its commit without holding a
+    /// thread: concurrent requests keep running, and their writes join the
+    /// same commit.
+    async fn write_async(&self, op: WriteOp) -> Result<Version, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.submit(op, Reply::Async(reply))?;
+        answer
+            .await
+            .map_err(|_| unavailable("the writer stopped"))?
+    }
+
+    /// [`SqliteStore::put`], awaiting the commit.
+    pub async fn put_async(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        body: String,
+        due_at: Option<i64>,
+    ) -> Result<Version, StoreError> {
+        self.write_async(WriteOp::Put {
+            key: key.to_owned(),
+            expected,
+            body,
+            due_at,
+        })
+        .await
+    }
+
+    /// [`SqliteStore::delete`], awaiting the commit.
+    pub async fn delete_async(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+        self.write_async(WriteOp::Delete {
+            key: key.to_owned(),
+            expected,
+        })
+        .await
+        .map(|_| ())
     }
 
     pub fn path(&self) -> &Path {
