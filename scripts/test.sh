@@ -37,6 +37,9 @@ run "core tests" bash -c 'cargo test --locked --lib --test core &&
   cargo test --locked -p mcp-tasks-edge-server &&
   cargo test --locked -p mcp-tasks-edge-server --features conformance &&
   cargo test --locked -p mcp-tasks-edge-starter'
+# The HTTP fuzz target is run with nightly (scripts/fuzz.sh); here it must
+# at least build against today's API (one target dir with the rest).
+run "fuzz target builds" bash -c 'CARGO_TARGET_DIR="$PWD/target" cargo check --locked --manifest-path fuzz/Cargo.toml'
 
 # The wasi tests load the release component; build it first (never from
 # inside a test: a nested cargo would wait on the target-dir lock).

@@ -26,13 +26,19 @@ fn server(jwt: bool) -> Server<Arc<MemoryStore>> {
             hs256_secret: Some(SECRET.to_vec()),
             keys: Vec::new(),
             tenant_claim: "tenant".into(),
+            tenant_required: false,
+            types: Vec::new(),
             leeway_ms: 60_000,
             authorization_servers: vec![],
         }))
     } else {
         Auth::InsecureLocal(Owner { tenant: "t".into(), principal: "p".into() })
     };
-    let config = Config { state_secret: b"fuzz-state-secret!".to_vec(), auth, ..Config::default() };
+    let config = Config {
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"fuzz-state-secret-of-32-bytes!!!".to_vec()),
+        auth,
+        ..Config::default()
+    };
     // Server construction cannot fail with a sequential id source.
     let tools = mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(1_000));
     match Server::new(Arc::new(MemoryStore::new()), config, tools, Box::new(SequentialIds::starting_at(1))) {
