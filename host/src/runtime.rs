@@ -364,15 +364,9 @@ impl HostState {
     }
 
     fn timed<T>(&self, f: impl FnOnce(&SqliteStore) -> T) -> T {
-        let started = std::time::Instant::now();
+        let started = self.started();
         let out = f(&self.store);
-        self.progress.fetch_add(1, Ordering::Relaxed);
-        let stats = &self.limits.stats;
-        stats.store_calls.fetch_add(1, Ordering::Relaxed);
-        stats.store_ns.fetch_add(
-            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        self.done(started);
         out
     }
 }
