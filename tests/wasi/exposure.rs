@@ -13,7 +13,7 @@ use crate::runtime::{Clock, Runtime, Settings};
 use crate::serve::{Limits, Mode, Running, start_limited};
 use crate::support::{TempDir, env, runtime};
 
-async fn host(
+pub(crate) async fn host(
     dir: &TempDir,
     extra: &[(&str, &str)],
     limits: Limits,
@@ -31,7 +31,7 @@ async fn host(
 
 /// Sends `head` (and nothing more), and reads what comes back until the
 /// server closes or 5 s pass.
-async fn answer_to_head(addr: std::net::SocketAddr, head: &str) -> (String, Duration) {
+pub(crate) async fn answer_to_head(addr: std::net::SocketAddr, head: &str) -> (String, Duration) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let started = Instant::now();
     s.write_all(head.as_bytes()).await.unwrap();
@@ -68,7 +68,7 @@ fn has_whole_body(resp: &[u8]) -> bool {
         .is_none_or(|n| body.len() >= n)
 }
 
-fn status_of(resp: &str) -> u16 {
+pub(crate) fn status_of(resp: &str) -> u16 {
     resp.split(' ')
         .nth(1)
         .and_then(|s| s.parse().ok())
@@ -226,25 +226,7 @@ async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
 
     // One instance: a held listen stream uses it, so a second request is
     // answered 503 with Retry-After; once the stream ends, requests work.
-    let call = serde_json::json!({
-        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "slow_compute", "arguments": {"seconds": 60}, "_meta": crate::support::meta(crate::support::caps())},
-    })
-    .to_string();
-    let (resp, _) = answer_to_head(
-        running.addr,
-        &format!(
-            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: slow_compute\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{call}",
-            call.len()
-        ),
-    )
-    .await;
-    let task = resp
-        .split("\"taskId\":\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap_or_else(|| panic!("{resp}"))
-        .to_owned();
+    let task = start_slow_task(running.addr).await;
     let listen = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
         "params": {"notifications": {"taskIds": [task]}, "_meta": crate::support::meta(crate::support::caps())},
@@ -288,4 +270,80 @@ async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
     assert_eq!(status_of(&resp), 200, "{resp}");
     assert_eq!(rt.traps(), 0);
     running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_streams_beyond_the_cap_are_refused_and_the_others_keep_working() {
+    let dir = TempDir::new("exposure-streams");
+    let (rt, running) = host(
+        &dir,
+        &[("MCP_MAX_LISTEN_STREAMS", "2")],
+        Limits::default(),
+        8,
+    )
+    .await;
+    // Streams that follow a running task (a stream with nothing to follow
+    // ends at once).
+    let task = start_slow_task(running.addr).await;
+    let listen = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": [task]}, "_meta": crate::support::meta(crate::support::caps())},
+    })
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{listen}",
+        listen.len()
+    );
+    let mut open = Vec::new();
+    let mut buf = [0u8; 4096];
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(running.addr).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        let got = String::from_utf8_lossy(&buf[..n]).into_owned();
+        assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+        open.push(s);
+    }
+    // A third is refused with 429, and says why.
+    let (resp, _) = answer_to_head(
+        running.addr,
+        &head.replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(status_of(&resp), 429, "{resp}");
+    assert!(resp.contains("\"reason\":\"streams\""), "{resp}");
+    // The open ones keep working: each still carries its stream (a
+    // keep-alive or an event arrives, or it is simply still open).
+    for s in &mut open {
+        let r = tokio::time::timeout(Duration::from_millis(300), s.read(&mut buf)).await;
+        assert!(!matches!(r, Ok(Ok(0))), "an open stream was closed");
+    }
+    drop(open);
+    assert_eq!(rt.traps(), 0);
+    running.stop().await;
+}
+
+/// Starts `slow_compute` for 60 s through the host; its task id.
+async fn start_slow_task(addr: std::net::SocketAddr) -> String {
+    let call = serde_json::json!({
+        "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "slow_compute", "arguments": {"seconds": 60}, "_meta": crate::support::meta(crate::support::caps())},
+    })
+    .to_string();
+    let (resp, _) = answer_to_head(
+        addr,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: slow_compute\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{call}",
+            call.len()
+        ),
+    )
+    .await;
+    resp.split("\"taskId\":\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("{resp}"))
+        .to_owned()
 }

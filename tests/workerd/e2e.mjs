@@ -508,8 +508,34 @@ async function growth() {
   });
   await server.stop();
 
-  useServer(new Wrangler({ MCP_TASK_SHARDS: '2', MCP_TASK_CAPACITY: '1000', MCP_SWEEP_SHARDS: '10' }));
+  useServer(new Wrangler({
+    MCP_TASK_SHARDS: '2', MCP_TASK_CAPACITY: '1000', MCP_SWEEP_SHARDS: '10', MCP_MAX_LISTEN_STREAMS: '1',
+  }));
   await server.start();
+  await test('a listen stream beyond the per-principal cap is refused; the open one keeps working', async () => {
+    const taskId = await startTask('slow_compute', { seconds: 60, label: 'streams' });
+    const msg = (id) => ({
+      jsonrpc: '2.0', id, method: 'subscriptions/listen',
+      params: { notifications: { taskIds: [taskId] }, _meta: meta() },
+    });
+    const ctrl = new AbortController();
+    const first = await fetch(server.url, {
+      method: 'POST', headers: standardHeaders(msg(1)), body: JSON.stringify(msg(1)), signal: ctrl.signal,
+    });
+    check(first.status === 200, `first stream: ${first.status}`);
+    const events = sseMessages(first);
+    const ack = await events.next();
+    equal(ack.value?.method, 'notifications/subscriptions/acknowledged', 'the first stream is acknowledged');
+    const second = await post(msg(2));
+    check(second.status === 429 && second.body?.error?.data?.reason === 'streams',
+      `second stream: ${second.status} ${JSON.stringify(second.body)}`);
+    // The open one still delivers: cancelling its task ends it with the result.
+    await call('tasks/cancel', { taskId });
+    let last;
+    for await (const m of events) last = m;
+    check(last?.id === 1 && last?.result, `the first stream's end: ${JSON.stringify(last)}`);
+    ctrl.abort();
+  });
   await test('growth: one cron run sweeps a bounded window of shards, whatever the capacity', async () => {
     const offset = logSize();
     for (let i = 0; i < 2; i++) {
