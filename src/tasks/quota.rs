@@ -74,22 +74,47 @@ struct Outstanding {
     /// last filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bucket: Option<(u64, Millis)>,
+    /// Bytes of finished tasks dropped from the list (beyond
+    /// [`MAX_FINISHED`]), still charged until the latest of them expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spilled: Option<(u64, Millis)>,
+    /// When the listed tasks were last read back ([`rescan`]): at most one
+    /// rescan a second, however often a caller at its limit retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rescanned_at: Option<Millis>,
 }
+
+/// The most tasks one rescan reads.
+const MAX_RESCAN: usize = 100;
+
+/// The least time between two rescans of one caller's tasks.
+const RESCAN_EVERY_MS: Millis = 1_000;
+
+/// Listed tasks beyond which a create is refused even with the
+/// unfinished-task limit off, so the record stays small.
+const MAX_LISTED: usize = 10_000;
 
 impl Outstanding {
     fn prune_expired(&mut self, now: Millis) {
         self.tasks.retain(|_, exp| *exp > now);
         self.finished.retain(|_, exp| *exp > now);
+        if self.spilled.is_some_and(|(_, until)| until <= now) {
+            self.spilled = None;
+        }
         while self.finished.len() > MAX_FINISHED {
             let oldest = self
                 .finished
                 .iter()
                 .min_by_key(|(id, exp)| (**exp, (*id).clone()))
-                .map(|(id, _)| id.clone());
-            match oldest {
-                Some(id) => self.finished.remove(&id),
-                None => break,
+                .map(|(id, exp)| (id.clone(), *exp));
+            let Some((id, exp)) = oldest else {
+                break;
             };
+            self.finished.remove(&id);
+            // Its bytes stay charged until it expires.
+            let bytes = self.bytes.remove(&id).unwrap_or(0);
+            let (total, until) = self.spilled.unwrap_or((0, exp));
+            self.spilled = Some((total.saturating_add(bytes), until.max(exp)));
         }
         let (tasks, finished) = (&self.tasks, &self.finished);
         self.bytes
@@ -97,7 +122,8 @@ impl Outstanding {
     }
 
     fn stored_bytes(&self) -> u64 {
-        self.bytes.values().sum()
+        let spilled = self.spilled.map_or(0, |(b, _)| b);
+        self.bytes.values().sum::<u64>().saturating_add(spilled)
     }
 
     /// Takes one token from the creation bucket, or says when one will be
@@ -186,31 +212,56 @@ pub async fn reserve<S: Store>(
         list.prune_expired(now);
         // A retried create of the same task (a replayed round) is not
         // charged twice.
-        if !list.tasks.contains_key(id) {
-            let full = |l: &Outstanding| {
-                (quota.max_outstanding > 0 && l.tasks.len() >= quota.max_outstanding)
-                    || (quota.max_stored_bytes > 0
-                        && l.stored_bytes().saturating_add(charge.bytes) > quota.max_stored_bytes)
-            };
-            if full(&list) {
-                rescan(store, owner, &mut list, now).await?;
-            }
-            if quota.max_outstanding > 0 && list.tasks.len() >= quota.max_outstanding {
-                return Err(TaskError::QuotaExceeded(Exceeded::Tasks {
+        if list.tasks.contains_key(id) || list.finished.contains_key(id) {
+            return Ok(());
+        }
+        let full = |l: &Outstanding| {
+            (quota.max_outstanding > 0 && l.tasks.len() >= quota.max_outstanding)
+                || l.tasks.len() >= MAX_LISTED
+                || (quota.max_stored_bytes > 0
+                    && l.stored_bytes().saturating_add(charge.bytes) > quota.max_stored_bytes)
+        };
+        let refusal = |l: &Outstanding| {
+            if quota.max_outstanding > 0 && l.tasks.len() >= quota.max_outstanding {
+                Some(Exceeded::Tasks {
                     max: quota.max_outstanding,
-                }));
-            }
-            if full(&list) {
-                return Err(TaskError::QuotaExceeded(Exceeded::Bytes {
+                })
+            } else if l.tasks.len() >= MAX_LISTED {
+                Some(Exceeded::Tasks { max: MAX_LISTED })
+            } else if full(l) {
+                Some(Exceeded::Bytes {
                     max: quota.max_stored_bytes,
-                }));
+                })
+            } else {
+                None
             }
-            if let Err(retry_ms) = list.take_token(quota.max_per_minute, now) {
-                return Err(TaskError::QuotaExceeded(Exceeded::Rate {
-                    per_minute: quota.max_per_minute,
-                    retry_ms,
-                }));
+        };
+        if full(&list) {
+            let due = list
+                .rescanned_at
+                .is_none_or(|at| now.saturating_sub(at) >= RESCAN_EVERY_MS);
+            if due {
+                rescan(store, owner, &mut list, now).await?;
+                list.rescanned_at = Some(now);
             }
+            if let Some(exceeded) = refusal(&list) {
+                // Keep what the rescan learnt (and when it ran), so a caller
+                // retrying at its limit does not make it read again at once.
+                if due {
+                    let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
+                    match store.put(&key, version, &body, None).await {
+                        Ok(_) | Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => return Err(store_failed(e)),
+                    }
+                }
+                return Err(TaskError::QuotaExceeded(exceeded));
+            }
+        }
+        if let Err(retry_ms) = list.take_token(quota.max_per_minute, now) {
+            return Err(TaskError::QuotaExceeded(Exceeded::Rate {
+                per_minute: quota.max_per_minute,
+                retry_ms,
+            }));
         }
         list.tasks.insert(id.to_owned(), charge.expires_at);
         list.bytes.insert(id.to_owned(), charge.bytes);
@@ -224,20 +275,17 @@ pub async fn reserve<S: Store>(
     Err(TaskError::QuotaBusy)
 }
 
-/// Reads each listed task: finished ones move to the finished list, purged
-/// ones leave the record, and every one is charged its current stored size.
+/// Reads (up to [`MAX_RESCAN`] of) the tasks listed as unfinished:
+/// finished ones move to the finished list (their size no longer changes,
+/// so they are not read again), purged ones leave the record, and each is
+/// charged its current stored size.
 async fn rescan<S: Store>(
     store: &S,
     owner: &Owner,
     list: &mut Outstanding,
     now: Millis,
 ) -> Result<(), TaskError> {
-    let ids: Vec<String> = list
-        .tasks
-        .keys()
-        .chain(list.finished.keys())
-        .cloned()
-        .collect();
+    let ids: Vec<String> = list.tasks.keys().take(MAX_RESCAN).cloned().collect();
     for id in ids {
         let Some(entry) = store.get(&id).await.map_err(store_failed)? else {
             list.tasks.remove(&id);
@@ -278,6 +326,25 @@ mod tests {
         }
         assert!(o.take_token(3, 10_000_000).is_err());
         assert_eq!(o.take_token(0, 0), Ok(()), "off");
+    }
+
+    #[test]
+    fn finished_tasks_dropped_from_the_list_stay_charged_until_they_expire() {
+        let mut o = Outstanding::default();
+        for i in 0..MAX_FINISHED + 50 {
+            let id = format!("t{i:05}");
+            o.finished.insert(id.clone(), 1_000 + i as Millis);
+            o.bytes.insert(id, 10);
+        }
+        let before = o.stored_bytes();
+        o.prune_expired(0);
+        assert_eq!(o.finished.len(), MAX_FINISHED);
+        assert_eq!(o.stored_bytes(), before, "the dropped ones are still charged");
+        // Once the latest of the dropped ones has expired, so has its charge.
+        o.prune_expired(1_000 + 48);
+        assert!(o.spilled.is_some());
+        o.prune_expired(1_000 + 49);
+        assert_eq!(o.spilled, None);
     }
 
     #[test]
