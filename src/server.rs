@@ -794,9 +794,12 @@ impl<S: Store> Server<S> {
             }
             Err(CallError::Rpc(e)) => return Err(e),
         };
-        if !matches!(plan, CallPlan::Task(_)) {
+        if matches!(plan, CallPlan::Task(_)) {
             // A round that creates a task may be replayed (it finds the
-            // same task); any other round is answered once.
+            // same task), unless it was answered without one.
+            self.round_not_spent(verified.as_ref()).await?;
+        } else {
+            // Any other round is answered once.
             self.spend_round(verified.as_ref()).await?;
         }
         match plan {
@@ -900,14 +903,46 @@ impl<S: Store> Server<S> {
         let Some(v) = verified else {
             return Ok(());
         };
-        let key = crate::tasks::scratch::key(&format!("used_{}", v.nonce));
-        match self.store.put(&key, None, "{}", Some(v.expires_at)).await {
+        // A round already answered with a task is spent too.
+        if self.round_task_exists(v).await? {
+            return Err(round_spent());
+        }
+        match self
+            .store
+            .put(&spent_key(v), None, "{}", Some(v.expires_at))
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(crate::store::StoreError::Conflict { .. }) => Err(RpcError::invalid_params(
-                "Invalid requestState: this round was already answered; start the request again.",
-            )),
+            Err(crate::store::StoreError::Conflict { .. }) => Err(round_spent()),
             Err(crate::store::StoreError::Unavailable(why)) => Err(TaskError::Store(why).into()),
         }
+    }
+
+    /// Refuses a round that creates a task if it was already answered
+    /// without one; replaying the round that created a task stays allowed
+    /// (it finds that task).
+    async fn round_not_spent(&self, verified: Option<&mrtr::Verified>) -> Result<(), RpcError> {
+        let Some(v) = verified else {
+            return Ok(());
+        };
+        match self.store.get(&spent_key(v)).await {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(round_spent()),
+            Err(e) => Err(TaskError::from(e).into()),
+        }
+    }
+
+    /// Whether the task round `v` would create exists already.
+    async fn round_task_exists(&self, v: &mrtr::Verified) -> Result<bool, RpcError> {
+        let Some(key) = self.config.state_keys.by_id(&v.key_id) else {
+            return Ok(false);
+        };
+        let id = crate::tasks::round_task_id(key.secret(), &v.nonce, self.config.task_placements);
+        self.store
+            .get(&id)
+            .await
+            .map(|e| e.is_some())
+            .map_err(|e| TaskError::from(e).into())
     }
 
     /// An `input_required` result: the requests, and the round's data signed
@@ -1093,6 +1128,17 @@ fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
     }
     head.extend_from_slice(br#","result":{"resultType":"complete","_meta":"#);
     close_with_members(head, meta_json, snapshot)
+}
+
+/// The scratch record that marks a round as answered.
+fn spent_key(v: &mrtr::Verified) -> String {
+    crate::tasks::scratch::key(&format!("used_{}", v.nonce))
+}
+
+fn round_spent() -> RpcError {
+    RpcError::invalid_params(
+        "Invalid requestState: this round was already answered; start the request again.",
+    )
 }
 
 fn ack() -> Value {

@@ -295,6 +295,22 @@ pub struct NewTask<'a> {
     pub key_id: Option<String>,
 }
 
+/// The id of the task a verified MRTR round with `nonce` creates (keyed by
+/// the state key that signed the round), so that replaying the round finds
+/// the same task.
+pub fn round_task_id(secret: &[u8], nonce: &str, placements: u16) -> String {
+    let derived = hmac_sha256(secret, &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()]);
+    let mut random = [0u8; 16];
+    random.copy_from_slice(derived.get(..16).unwrap_or(&[0; 16]));
+    match placements {
+        0 => format!("tsk_{}", b64url(&random)),
+        n => {
+            let pick = u16::from_be_bytes([derived[16], derived[17]]) % n;
+            crate::ids::placed_task_id(&random, pick)
+        }
+    }
+}
+
 /// What a create is held to: the caller's quota and the largest stored
 /// task.
 #[derive(Clone, Copy, Debug)]
@@ -449,17 +465,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         };
         match id {
             NewTaskId::FromRound { secret, nonce } => {
-                let derived =
-                    hmac_sha256(secret, &[b"mcp-tasks-edge/task-id/v1", nonce.as_bytes()]);
-                let mut random = [0u8; 16];
-                random.copy_from_slice(derived.get(..16).unwrap_or(&[0; 16]));
-                record.id = match limits.placements {
-                    0 => format!("tsk_{}", b64url(&random)),
-                    n => {
-                        let pick = u16::from_be_bytes([derived[16], derived[17]]) % n;
-                        crate::ids::placed_task_id(&random, pick)
-                    }
-                };
+                record.id = round_task_id(secret, nonce, limits.placements);
                 if self.charge_and_create(&record, limits, now).await? {
                     return Ok(record);
                 }

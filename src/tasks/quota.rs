@@ -339,7 +339,11 @@ mod tests {
         let before = o.stored_bytes();
         o.prune_expired(0);
         assert_eq!(o.finished.len(), MAX_FINISHED);
-        assert_eq!(o.stored_bytes(), before, "the dropped ones are still charged");
+        assert_eq!(
+            o.stored_bytes(),
+            before,
+            "the dropped ones are still charged"
+        );
         // Once the latest of the dropped ones has expired, so has its charge.
         o.prune_expired(1_000 + 48);
         assert!(o.spilled.is_some());

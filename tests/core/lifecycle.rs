@@ -526,3 +526,35 @@ fn request_states_survive_a_key_rotation_until_the_old_key_is_dropped() {
         "Hello, Ada!"
     );
 }
+
+#[test]
+fn a_round_answered_one_way_cannot_be_answered_the_other() {
+    let h = Harness::new();
+    let first_round = || {
+        let r = h.ok(
+            "tools/call",
+            json!({"name": "test_tool_with_task", "arguments": {}}),
+        );
+        r["requestState"].as_str().unwrap().to_owned()
+    };
+    let retry = |state: &str, response: Value| {
+        json!({"name": "test_tool_with_task", "arguments": {},
+               "inputResponses": {"user_name": response}, "requestState": state})
+    };
+    let declined = json!({"action": "decline"});
+    // Answered without a task first: the task-creating answer is refused.
+    let state = first_round();
+    let r = h.ok("tools/call", retry(&state, declined.clone()));
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let (_, e) = h.send("tools/call", retry(&state, accept(json!({"name": "Ada"}))));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    // Answered with a task first: the task-less answer is refused, and the
+    // task-creating one still finds its task.
+    let state = first_round();
+    let task = h.ok("tools/call", retry(&state, accept(json!({"name": "Ada"}))));
+    assert_eq!(task["resultType"], "task");
+    let (_, e) = h.send("tools/call", retry(&state, declined));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let again = h.ok("tools/call", retry(&state, accept(json!({"name": "Ada"}))));
+    assert_eq!(again["taskId"], task["taskId"]);
+}
