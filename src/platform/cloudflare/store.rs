@@ -46,7 +46,7 @@ impl DoStore {
         self.layout
     }
 
-    pub fn shard_for(&self, key: &str) -> u32 {
+    pub fn shard_for(&self, key: &str) -> Option<u32> {
         self.layout.shard_for(key)
     }
 
@@ -80,8 +80,15 @@ impl DoStore {
         serde_json::from_str(&text).map_err(|e| unavailable("decode reply", e))
     }
 
+    /// `op` on the shard that owns `key`. A key no shard can own (a
+    /// crafted placement) is answered here: absent for a read, refused for
+    /// a write.
     async fn on_key(&self, key: &str, op: Op) -> Result<Reply, StoreError> {
-        self.call(self.shard_for(key), &op).await
+        match self.shard_for(key) {
+            Some(shard) => self.call(shard, &op).await,
+            None if matches!(op, Op::Get { .. }) => Ok(Reply::Entry(None)),
+            None => Err(StoreError::Unavailable("no shard owns this key".to_owned())),
+        }
     }
 
     /// The same operation on each of `shards`.

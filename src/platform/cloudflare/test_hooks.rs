@@ -26,7 +26,9 @@ fn json(status: u16, v: &Value) -> Response {
 
 /// Sends `op` to the shard that owns `key` and answers with its reply.
 async fn on_shard(store: &WorkerStore, key: &str, op: &Op) -> Response {
-    let shard = store.inner().shard_for(key);
+    let Some(shard) = store.inner().shard_for(key) else {
+        return json(400, &json!({"error": "no shard owns this key"}));
+    };
     match store.inner().call(shard, op).await {
         Ok(reply) => json(200, &json!({"shard": shard, "reply": reply})),
         Err(e) => json(503, &json!({"error": e.to_string()})),

@@ -37,11 +37,14 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The shard that owns `key`.
-    pub fn shard_for(&self, key: &str) -> u32 {
+    /// The shard that owns `key`; `None` for a placed id naming a shard
+    /// beyond every one this deployment uses (no task can live there, so
+    /// no Durable Object is woken, or created, for it).
+    pub fn shard_for(&self, key: &str) -> Option<u32> {
         match crate::ids::placement_of(key) {
-            Some(p) => u32::from(p),
-            None => shard_of(key, self.base),
+            Some(p) if u32::from(p) < self.total() => Some(u32::from(p)),
+            Some(_) => None,
+            None => Some(shard_of(key, self.base)),
         }
     }
 
@@ -216,9 +219,18 @@ mod tests {
         for key in [placed.as_str(), unplaced, "own_abc", "scr_xyz"] {
             assert_eq!(small.shard_for(key), grown.shard_for(key), "{key} moved");
         }
+        // A crafted id naming a shard beyond the deployment's reaches none.
+        assert_eq!(
+            small.shard_for(&crate::ids::placed_task_id(&[0; 16], 4)),
+            None
+        );
+        assert_eq!(
+            grown.shard_for(&crate::ids::placed_task_id(&[0; 16], 40_000)),
+            None
+        );
         assert_eq!(
             grown.shard_for(&crate::ids::placed_task_id(&[0; 16], 39_999)),
-            39_999
+            Some(39_999)
         );
         // Every run sweeps at most the batch; all shards are covered in
         // total / batch runs.
