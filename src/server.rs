@@ -563,6 +563,7 @@ impl<S: Store> Server<S> {
         c.mirror
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         TaskService::new(&self.store, &self.server_info)
+            .limited(self.config.limits.max_task_bytes)
             .update(&c.ctx.owner, &p.task_id, &p.input_responses, c.ctx.now)
             .await
             .map_err(|e| trace.task_error(e))?;

@@ -107,6 +107,7 @@ pub fn answer_value(method: &str, outcome: Result<Value, Value>) -> Option<Value
 pub async fn deliver<S: Store>(
     store: &S,
     server_info: &Value,
+    max_task_bytes: usize,
     owner: &Owner,
     target: &Target,
     key: &str,
@@ -115,7 +116,7 @@ pub async fn deliver<S: Store>(
 ) -> Result<(), RpcError> {
     match target {
         Target::Task(id) => {
-            let service = TaskService::new(store, server_info);
+            let service = TaskService::new(store, server_info).limited(max_task_bytes);
             let value = match outcome {
                 Ok(result) => result,
                 Err(error) => {

@@ -311,6 +311,7 @@ async fn client_response<S: Store>(
     match input::deliver(
         server.store(),
         server.server_info(),
+        server.config().limits.max_task_bytes,
         &ctx.owner,
         &target,
         &key,

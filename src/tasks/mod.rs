@@ -350,11 +350,25 @@ pub struct TaskService<'a, S: Store> {
     pub store: &'a S,
     /// The server's identity, rendered into completed results.
     pub server_info: &'a Value,
+    /// Largest stored task: a client change that would pass it (answers
+    /// to input requests) is refused (0: no limit).
+    pub max_task_bytes: usize,
 }
 
 impl<'a, S: Store> TaskService<'a, S> {
     pub fn new(store: &'a S, server_info: &'a Value) -> Self {
-        TaskService { store, server_info }
+        TaskService {
+            store,
+            server_info,
+            max_task_bytes: 0,
+        }
+    }
+
+    /// The same service, refusing changes that make a task larger than
+    /// `max` bytes.
+    pub fn limited(mut self, max: usize) -> Self {
+        self.max_task_bytes = max;
+        self
     }
 
     /// `tasks/get`: the caller's task as readers see it (one read, no
@@ -594,11 +608,22 @@ impl<'a, S: Store> TaskService<'a, S> {
             if !change(&mut record)? {
                 return Ok(());
             }
-            if save(self.store, Some(version), &record, self.server_info)
-                .await?
-                .is_ok()
+            let body = encode(&record, self.server_info)?;
+            if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
+                return Err(TaskError::InvalidInput(format!(
+                    "The task would store {} bytes, more than the {} allowed; send a smaller answer.",
+                    body.len(),
+                    self.max_task_bytes
+                )));
+            }
+            match self
+                .store
+                .put(&record.id, Some(version), &body, Some(record.due_at()))
+                .await
             {
-                return Ok(());
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict { .. }) => {}
+                Err(e) => return Err(store_failed(e)),
             }
         }
         Err(TaskError::Busy)

@@ -474,6 +474,8 @@ impl<'a, S: Store> Runner<'a, S> {
                 // The step's state or result would make the task larger than
                 // allowed: the task fails instead, and stays small.
                 record = claim.record.clone();
+                record.state = Value::Null;
+                record.answers.clear();
                 let error = RpcError::internal(format!(
                     "The task's state or result is larger than the {} bytes a task may store.",
                     self.max_task_bytes

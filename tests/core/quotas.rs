@@ -233,3 +233,40 @@ fn a_corrupt_quota_record_is_refused_not_reset() {
     );
     assert_eq!(h.store.len(), 1, "no task created");
 }
+
+#[test]
+fn an_answer_that_would_make_a_task_too_large_is_refused() {
+    let h = harness(|l| l.max_task_bytes = 16_000);
+    let id = h.start("generate_report", json!({"size": "small"}));
+    let t = h.run_until_settled(&id, 1_000, 10);
+    assert_eq!(t["status"], "input_required", "{t}");
+    let key = t["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let big = json!({"taskId": id, "inputResponses": {&key: {"action": "accept",
+        "content": {"approved": true, "note": "n".repeat(30_000)}}}});
+    let before = block_on(h.store.get(&id)).unwrap();
+    let (_, v) = h.send("tasks/update", big);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than the 16000 allowed"),
+        "{v}"
+    );
+    assert_eq!(
+        block_on(h.store.get(&id)).unwrap(),
+        before,
+        "nothing changed"
+    );
+    // A normal answer still works.
+    h.ok(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {&key: {"action": "accept", "content": {"approved": true}}}}),
+    );
+}
