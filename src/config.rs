@@ -221,7 +221,7 @@ impl Config {
     /// | `MCP_STATE_SECRET_PREVIOUS` | the key before a rotation: what it signed still verifies while it is set (keep it at least `MCP_TASK_TTL_MS`) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
     /// | `MCP_TICK_BUDGET` | most tasks one tick (an alarm or sweep per shard on a Worker) advances (default 100) |
-    /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500) |
+    /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500, at most 20000) |
     /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |
     /// | `MCP_AUTH` | `jwt` (bearer tokens), or `insecure-local` for local development only (see [`Auth`]); unset = serve nothing |
@@ -278,7 +278,8 @@ impl Config {
         if let Some(n) = ranged("MCP_TICK_BUDGET", 1, 10_000)? {
             c.tick_budget = n as usize;
         }
-        if let Some(n) = ranged("MCP_LISTEN_POLL_MS", 50, 60_000)? {
+        // At most 20 s: a stream renews its slot lease (60 s) at a poll.
+        if let Some(n) = ranged("MCP_LISTEN_POLL_MS", 50, 20_000)? {
             c.listen_poll_ms = n;
         }
         if let Some(n) = ranged("MCP_LISTEN_MAX_MS", 1_000, 3_600_000)? {

@@ -35,6 +35,8 @@ struct Open {
 pub struct Slot {
     key: String,
     id: String,
+    /// The cap the slot was taken under.
+    max: usize,
     /// When the stream next renews its lease.
     pub renew_at: Millis,
 }
@@ -101,16 +103,21 @@ pub async fn open<S: Store>(
     Ok(Some(Slot {
         key,
         id: id.to_owned(),
+        max,
         renew_at: now.saturating_add(RENEW_MS),
     }))
 }
 
 /// Extends the slot's lease (best effort: a failure only lets the slot
-/// expire early).
+/// expire early). A slot that expired meanwhile is taken again only if
+/// there is room, so renewals never take the count past the cap.
 pub async fn renew<S: Store>(store: &S, slot: &mut Slot, now: Millis) {
     slot.renew_at = now.saturating_add(RENEW_MS);
     let _ = modify(store, &slot.key, |open| {
         open.streams.retain(|_, exp| *exp > now);
+        if !open.streams.contains_key(&slot.id) && open.streams.len() >= slot.max {
+            return Ok(false);
+        }
         open.streams
             .insert(slot.id.clone(), now.saturating_add(LEASE_MS));
         Ok(true)
@@ -168,6 +175,16 @@ mod tests {
             "s2 and s4 hold"
         );
         drop(s3);
+        // A lapsed slot is not taken back over the cap by its renewal.
+        let at = at + 10;
+        let mut lapsed = s2.clone();
+        let _full = block_on(open(&store, &a, "s6", at + LEASE_MS, 2)).unwrap();
+        let _full2 = block_on(open(&store, &a, "s7", at + LEASE_MS, 2)).unwrap();
+        block_on(renew(&store, &mut lapsed, at + LEASE_MS + 1));
+        assert!(block_on(open(&store, &a, "s8", at + LEASE_MS + 2, 2)).is_err());
+        let k = key(&a);
+        let body = block_on(store.get(&k)).unwrap().unwrap().body;
+        assert!(!body.contains("\"s2\""), "{body}");
         // No limit: no record.
         assert_eq!(
             block_on(open(&store, &owner("c"), "x", 0, 0)).unwrap(),
