@@ -167,8 +167,9 @@ pub struct Settings {
     pub strategy: Strategy,
     /// Pass the guest's stderr through (its logs and warnings).
     pub guest_stderr: bool,
-    /// Instances in use at once (requests, streams, ticks); a request
-    /// beyond it is answered 503 with `Retry-After`.
+    /// Instances in use at once by requests and streams; a request beyond
+    /// it is answered 503 with `Retry-After`. Ticks (one at a time) are not
+    /// counted, so tasks keep advancing when requests hold every instance.
     pub max_instances: usize,
 }
 
@@ -630,13 +631,14 @@ impl Runtime {
             .clone()
             .try_acquire_owned()
             .map_err(|_| anyhow::Error::new(AtCapacity))?;
-        self.acquire_with(permit).await
+        self.acquire_with(Some(permit)).await
     }
 
-    /// An instance for background work (ticks), waiting for a free one.
-    async fn acquire_waiting(&self) -> Result<Instance> {
-        let permit = self.live.clone().acquire_owned().await?;
-        self.acquire_with(permit).await
+    /// An instance for background work (ticks): outside the cap, so
+    /// requests that hold every instance (slow bodies, long streams) never
+    /// stop tasks from advancing. Ticks run one at a time per host.
+    async fn acquire_for_tick(&self) -> Result<Instance> {
+        self.acquire_with(None).await
     }
 
     /// Instances in use now.
@@ -645,7 +647,10 @@ impl Runtime {
     }
 
     /// An instance for one call: from the pool, or new.
-    async fn acquire_with(&self, permit: tokio::sync::OwnedSemaphorePermit) -> Result<Instance> {
+    async fn acquire_with(
+        &self,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Instance> {
         let pooled = match self.settings.strategy {
             Strategy::Fresh => None,
             Strategy::Pooled(_) => self.pool.lock().ok().and_then(|mut p| p.pop()),
@@ -654,7 +659,7 @@ impl Runtime {
             Some(i) => i,
             None => self.instantiate().await?,
         };
-        instance.permit = Some(permit);
+        instance.permit = permit;
         let state = instance.store.data_mut();
         state.progress_seen = state.progress.load(Ordering::Relaxed);
         instance
@@ -681,7 +686,7 @@ impl Runtime {
 
     /// `runner.tick(now)`.
     pub async fn tick(&self, now_ms: i64) -> Result<TickReport> {
-        let mut i = self.acquire_waiting().await?;
+        let mut i = self.acquire_for_tick().await?;
         match i
             .server
             .mcp_tasks_edge_runner()

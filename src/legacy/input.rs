@@ -105,18 +105,16 @@ pub fn answer_value(method: &str, outcome: Result<Value, Value>) -> Option<Value
 
 /// Records `owner`'s answer to input `key` of `target`.
 pub async fn deliver<S: Store>(
-    store: &S,
-    server_info: &Value,
-    max_task_bytes: usize,
+    service: TaskService<'_, S>,
     owner: &Owner,
     target: &Target,
     key: &str,
     outcome: Result<Value, Value>,
     now: Millis,
 ) -> Result<(), RpcError> {
+    let store = service.store;
     match target {
         Target::Task(id) => {
-            let service = TaskService::new(store, server_info).limited(max_task_bytes);
             let value = match outcome {
                 Ok(result) => result,
                 Err(error) => {

@@ -308,18 +308,9 @@ async fn client_response<S: Store>(
         (Some(result), _) => Ok(result),
         (None, error) => Err(error.unwrap_or(Value::Null)),
     };
-    match input::deliver(
-        server.store(),
-        server.server_info(),
-        server.config().limits.max_task_bytes,
-        &ctx.owner,
-        &target,
-        &key,
-        outcome,
-        ctx.now,
-    )
-    .await
-    {
+    let service = TaskService::new(server.store(), server.server_info())
+        .limited(server.config().limits.max_task_bytes);
+    match input::deliver(service, &ctx.owner, &target, &key, outcome, ctx.now).await {
         Ok(()) => Some(accepted()),
         Err(e) => Some(HttpResponse::json(
             e.http_status().max(400),
