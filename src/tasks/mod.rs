@@ -268,8 +268,18 @@ pub async fn save<S: Store>(
     server_info: &Value,
 ) -> Result<Result<Version, StoreError>, TaskError> {
     let body = encode(record, server_info)?;
+    save_encoded(store, expected, record, &body).await
+}
+
+/// [`save`] of a record already encoded as `body`.
+pub async fn save_encoded<S: Store>(
+    store: &S,
+    expected: Option<Version>,
+    record: &TaskRecord,
+    body: &str,
+) -> Result<Result<Version, StoreError>, TaskError> {
     match store
-        .put(&record.id, expected, &body, Some(record.due_at()))
+        .put(&record.id, expected, body, Some(record.due_at()))
         .await
     {
         Ok(v) => Ok(Ok(v)),
@@ -402,15 +412,7 @@ impl<'a, S: Store> TaskService<'a, S> {
     }
 
     async fn create_encoded(&self, record: &TaskRecord, body: &str) -> Result<bool, TaskError> {
-        match self
-            .store
-            .put(&record.id, None, body, Some(record.due_at()))
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(StoreError::Conflict { .. }) => Ok(false),
-            Err(e) => Err(store_failed(e)),
-        }
+        Ok(save_encoded(self.store, None, record, body).await?.is_ok())
     }
 
     /// Charges the new `record` to its owner's quota (at its encoded size),
@@ -616,14 +618,11 @@ impl<'a, S: Store> TaskService<'a, S> {
                     self.max_task_bytes
                 )));
             }
-            match self
-                .store
-                .put(&record.id, Some(version), &body, Some(record.due_at()))
-                .await
+            if save_encoded(self.store, Some(version), &record, &body)
+                .await?
+                .is_ok()
             {
-                Ok(_) => return Ok(()),
-                Err(StoreError::Conflict { .. }) => {}
-                Err(e) => return Err(store_failed(e)),
+                return Ok(());
             }
         }
         Err(TaskError::Busy)

@@ -17,7 +17,7 @@
 //! task `failed`, so a poison task leaves the due index.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
-use super::{TaskError, decode, load, quarantine, save};
+use super::{TaskError, decode, load, quarantine, save, save_encoded};
 use crate::crypto::Keyring;
 use crate::error::{RpcError, truncate};
 use crate::outbound::{LocalFuture, NoOutbound, Outbound, OutboundPolicy};
@@ -468,9 +468,8 @@ impl<'a, S: Store> Runner<'a, S> {
             }
             let mut record = claim.record.clone();
             apply_outcome(&mut record, outcome.clone(), now, &self.retry);
-            if self.max_task_bytes > 0
-                && super::encode(&record, self.server_info)?.len() > self.max_task_bytes
-            {
+            let mut body = super::encode(&record, self.server_info)?;
+            if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
                 // The step's state or result would make the task larger than
                 // allowed: the task fails instead, and stays small.
                 record = claim.record.clone();
@@ -481,8 +480,9 @@ impl<'a, S: Store> Runner<'a, S> {
                     self.max_task_bytes
                 ));
                 apply_outcome(&mut record, StepOutcome::Fail(error), now, &self.retry);
+                body = super::encode(&record, self.server_info)?;
             }
-            match save(self.store, Some(claim.version), &record, self.server_info).await? {
+            match save_encoded(self.store, Some(claim.version), &record, &body).await? {
                 Ok(_) => return Ok(CommitOutcome::Committed(record.status())),
                 Err(_) => {
                     // Someone wrote since the lease: a client (keep its change
