@@ -148,10 +148,7 @@ pub async fn handle<S: Store>(
             _ => method_not_allowed("GET"),
         };
     }
-    if let Some(refused) = preflight(config, req) {
-        return refused;
-    }
-    if let Some(refused) = loopback_only(config, req.headers) {
+    if let Some(refused) = check_head(config, req.method, req.path, req.headers) {
         return refused;
     }
     match config
