@@ -55,13 +55,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         log.status = refused.status;
         log.trace = refused.trace;
         console_log!("{}", log.line(now_ms(), settings.store));
-        let out = Headers::new();
-        for (name, value) in &refused.headers {
-            let _ = out.append(name, value);
-        }
-        let builder = ResponseBuilder::new()
-            .with_status(refused.status)
-            .with_headers(out);
+        let builder = response_head(refused.status, &refused.headers, false);
         return match refused.body {
             HttpBody::Bytes(bytes) => builder.fixed(bytes),
             _ => builder.empty(),
@@ -118,18 +112,8 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
     log.status = response.status;
     log.trace = response.trace;
     log.subrequests = store.subrequests();
-    let out = Headers::new();
-    for (name, value) in &response.headers {
-        let _ = out.append(name, value);
-    }
-    if matches!(response.body, HttpBody::Events(_)) {
-        // `wrangler dev` compresses (and so buffers until the end) responses
-        // to clients that accept gzip unless an encoding is set.
-        let _ = out.set("content-encoding", "identity");
-    }
-    let builder = ResponseBuilder::new()
-        .with_status(response.status)
-        .with_headers(out);
+    let events = matches!(response.body, HttpBody::Events(_));
+    let builder = response_head(response.status, &response.headers, events);
     match response.body {
         HttpBody::Events(stream) => {
             sse::respond(builder, stream, server, store, listen_budget, log, mode)
@@ -143,6 +127,20 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
             builder.empty()
         }
     }
+}
+
+/// A Worker response's status and headers; `events` for an event stream.
+fn response_head(status: u16, headers: &[(&str, String)], events: bool) -> ResponseBuilder {
+    let out = Headers::new();
+    for (name, value) in headers {
+        let _ = out.append(name, value);
+    }
+    if events {
+        // `wrangler dev` compresses (and so buffers until the end) responses
+        // to clients that accept gzip unless an encoding is set.
+        let _ = out.set("content-encoding", "identity");
+    }
+    ResponseBuilder::new().with_status(status).with_headers(out)
 }
 
 /// The request body, read as a stream and abandoned (413) as soon as it
