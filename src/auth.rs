@@ -11,11 +11,19 @@
 //! that claim is refused when the deployment requires it; otherwise its
 //! tenant is [`ISSUER_TENANT_PREFIX`] and the issuer, a name no tenant claim
 //! may take, so the two can never share an owner.
+//!
+//! The signature itself is checked through the [`SignatureVerifier`] seam:
+//! [`RustCrypto`] in the WASI component, the local host and tests; the
+//! platform's WebCrypto on the Worker. Everything else (the header, the
+//! claims, which key) is decided here, the same on both.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::crypto::{b64url, b64url_decode, hmac_raw, hmac_raw_verify};
+pub mod vectors;
+
+use crate::crypto::{b64url, b64url_decode, hmac_raw};
+use crate::outbound::LocalFuture;
 use crate::owner::Owner;
 use crate::time::Millis;
 
@@ -58,11 +66,13 @@ pub enum AuthError {
 
 impl Auth {
     /// The caller at `now`, from the values of the request's
-    /// `Authorization` header (one is expected).
-    pub fn authenticate<'h>(
+    /// `Authorization` header (one is expected); signatures are checked by
+    /// `verifier`.
+    pub async fn authenticate<'h>(
         &self,
         mut authorization: impl Iterator<Item = &'h str>,
         now: Millis,
+        verifier: &dyn SignatureVerifier,
     ) -> Result<Owner, AuthError> {
         match self {
             Auth::Unconfigured => Err(AuthError::NotConfigured),
@@ -74,7 +84,7 @@ impl Auth {
                 }
                 let token =
                     bearer(header).ok_or(AuthError::InvalidToken("not a Bearer credential"))?;
-                jwt.verify(token, now)
+                jwt.verify(token, now, verifier).await
             }
         }
     }
@@ -102,25 +112,155 @@ fn bearer(header: &str) -> Option<&str> {
 }
 
 /// A configured public key.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PublicKey {
     pub kid: Option<String>,
     pub key: KeyKind,
 }
 
-#[derive(Clone, PartialEq, Eq)]
+/// A public key's material, as a JWK carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyKind {
-    Ed25519(ed25519_dalek::VerifyingKey),
-    P256(p256::ecdsa::VerifyingKey),
+    /// An Ed25519 public key (32 bytes), for `EdDSA`.
+    Ed25519([u8; 32]),
+    /// A P-256 public point's coordinates (32 bytes each), for `ES256`.
+    P256 { x: [u8; 32], y: [u8; 32] },
 }
 
 impl KeyKind {
-    fn alg(&self) -> &'static str {
+    /// The JWS algorithm this key verifies.
+    pub fn alg(&self) -> &'static str {
         match self {
             KeyKind::Ed25519(_) => "EdDSA",
-            KeyKind::P256(_) => "ES256",
+            KeyKind::P256 { .. } => "ES256",
         }
     }
+
+    /// The P-256 point in SEC1 uncompressed form (`04 || x || y`).
+    pub fn sec1(x: &[u8; 32], y: &[u8; 32]) -> [u8; 65] {
+        let mut out = [4u8; 65];
+        out[1..33].copy_from_slice(x);
+        out[33..].copy_from_slice(y);
+        out
+    }
+}
+
+/// The key a token's signature is checked with.
+#[derive(Clone, Copy, Debug)]
+pub enum VerifyingKey<'a> {
+    /// HS256: HMAC-SHA-256 with this shared secret.
+    Hs256(&'a [u8]),
+    /// EdDSA or ES256 with this public key.
+    Public(&'a KeyKind),
+}
+
+/// Why a signature could not be checked at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyUnusable;
+
+/// Checks JWS signatures: the seam between the token rules (here) and a
+/// runtime's cryptography. [`RustCrypto`] serves the WASI component and
+/// tests; the Worker uses the platform's WebCrypto. Every implementation
+/// must give the same answers on the shared vectors in
+/// `tests/vectors/jwt.json`.
+///
+/// ```
+/// use mcp_tasks_edge::auth::{KeyUnusable, SignatureVerifier, VerifyingKey};
+/// use mcp_tasks_edge::outbound::LocalFuture;
+///
+/// /// Accepts nothing (a deployment without JWTs).
+/// struct Refuse;
+/// impl SignatureVerifier for Refuse {
+///     fn verify<'a>(&'a self, _key: VerifyingKey<'a>, _signed: &'a [u8], _sig: &'a [u8])
+///         -> LocalFuture<'a, Result<bool, KeyUnusable>> {
+///         Box::pin(async { Ok(false) })
+///     }
+/// }
+/// ```
+pub trait SignatureVerifier {
+    /// Whether `signature` is `key`'s valid signature over `signed`
+    /// (`Err` when the key itself cannot be used).
+    fn verify<'a>(
+        &'a self,
+        key: VerifyingKey<'a>,
+        signed: &'a [u8],
+        signature: &'a [u8],
+    ) -> LocalFuture<'a, Result<bool, KeyUnusable>>;
+}
+
+/// Signature checks with the RustCrypto crates (`hmac`, `ed25519-dalek`
+/// with strict verification, `p256`), synchronous underneath. Not on the
+/// Worker, which has the platform's WebCrypto.
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RustCrypto;
+
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+impl RustCrypto {
+    /// The same check, without a future.
+    pub fn verify_now(
+        key: VerifyingKey<'_>,
+        signed: &[u8],
+        signature: &[u8],
+    ) -> Result<bool, KeyUnusable> {
+        Ok(match key {
+            VerifyingKey::Hs256(secret) => {
+                crate::crypto::hmac_raw_verify(secret, signed, signature)
+            }
+            VerifyingKey::Public(KeyKind::Ed25519(x)) => {
+                let vk = ed25519_dalek::VerifyingKey::from_bytes(x).map_err(|_| KeyUnusable)?;
+                ed25519_dalek::Signature::from_slice(signature)
+                    .map(|sig| vk.verify_strict(signed, &sig).is_ok())
+                    .unwrap_or(false)
+            }
+            VerifyingKey::Public(KeyKind::P256 { x, y }) => {
+                use p256::ecdsa::signature::Verifier;
+                let vk = p256::ecdsa::VerifyingKey::from_sec1_bytes(&KeyKind::sec1(x, y))
+                    .map_err(|_| KeyUnusable)?;
+                p256::ecdsa::Signature::from_slice(signature)
+                    .map(|sig| vk.verify(signed, &sig).is_ok())
+                    .unwrap_or(false)
+            }
+        })
+    }
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+impl SignatureVerifier for RustCrypto {
+    fn verify<'a>(
+        &'a self,
+        key: VerifyingKey<'a>,
+        signed: &'a [u8],
+        signature: &'a [u8],
+    ) -> LocalFuture<'a, Result<bool, KeyUnusable>> {
+        let verdict = Self::verify_now(key, signed, signature);
+        Box::pin(std::future::ready(verdict))
+    }
+}
+
+/// Refuses every signature: the default where no verifier was given and
+/// the runtime has no built-in one (the Worker's glue installs WebCrypto).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoVerifier;
+
+impl SignatureVerifier for NoVerifier {
+    fn verify<'a>(
+        &'a self,
+        _key: VerifyingKey<'a>,
+        _signed: &'a [u8],
+        _signature: &'a [u8],
+    ) -> LocalFuture<'a, Result<bool, KeyUnusable>> {
+        Box::pin(std::future::ready(Err(KeyUnusable)))
+    }
+}
+
+/// This runtime's built-in verifier: [`RustCrypto`], or [`NoVerifier`] on
+/// the Worker (whose glue supplies WebCrypto).
+pub fn default_verifier() -> Box<dyn SignatureVerifier> {
+    #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+    return Box::new(RustCrypto);
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    return Box::new(NoVerifier);
 }
 
 /// Bearer JWT verification settings.
@@ -222,7 +362,12 @@ impl JwtAuth {
     }
 
     /// Verifies a compact JWS and returns the caller.
-    pub fn verify(&self, token: &str, now: Millis) -> Result<Owner, AuthError> {
+    pub async fn verify(
+        &self,
+        token: &str,
+        now: Millis,
+        verifier: &dyn SignatureVerifier,
+    ) -> Result<Owner, AuthError> {
         let bad = AuthError::InvalidToken;
         if token.len() > MAX_TOKEN_LEN {
             return Err(bad("token too long"));
@@ -248,44 +393,45 @@ impl JwtAuth {
             .as_bytes()
             .get(..h.len() + 1 + p.len())
             .ok_or(bad("not a compact JWS"))?;
-        self.check_signature(&header, signed, &signature)?;
+        self.check_signature(&header, signed, &signature, verifier)
+            .await?;
         let claims: Map<String, Value> = b64_json(p).ok_or(bad("malformed claims"))?;
         self.check_claims(&claims, now)
     }
 
-    fn check_signature(
+    async fn check_signature(
         &self,
         header: &Header,
         signed: &[u8],
         signature: &[u8],
+        verifier: &dyn SignatureVerifier,
     ) -> Result<(), AuthError> {
         let bad = AuthError::InvalidToken;
-        let ok = match header.alg.as_str() {
-            "HS256" => {
-                let secret = self
-                    .hs256_secret
+        let key = match header.alg.as_str() {
+            "HS256" => VerifyingKey::Hs256(
+                self.hs256_secret
                     .as_deref()
-                    .ok_or(bad("HS256 is not accepted"))?;
-                hmac_raw_verify(secret, signed, signature)
-            }
-            "EdDSA" | "ES256" => match &self.key_for(&header.alg, header.kid.as_deref())?.key {
-                KeyKind::Ed25519(vk) => ed25519_dalek::Signature::from_slice(signature)
-                    .map(|sig| vk.verify_strict(signed, &sig).is_ok())
-                    .unwrap_or(false),
-                KeyKind::P256(vk) => {
-                    use p256::ecdsa::signature::Verifier;
-                    p256::ecdsa::Signature::from_slice(signature)
-                        .map(|sig| vk.verify(signed, &sig).is_ok())
-                        .unwrap_or(false)
+                    .ok_or(bad("HS256 is not accepted"))?,
+            ),
+            "EdDSA" | "ES256" => {
+                let key = &self.key_for(&header.alg, header.kid.as_deref())?.key;
+                // Fixed-size signatures: anything else is refused before
+                // the runtime's cryptography sees it.
+                let expected = match key {
+                    KeyKind::Ed25519(_) | KeyKind::P256 { .. } => 64,
+                };
+                if signature.len() != expected {
+                    return Err(bad("bad signature"));
                 }
-            },
+                VerifyingKey::Public(key)
+            }
             "none" => return Err(bad("unsigned token")),
             _ => return Err(bad("unsupported algorithm")),
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(bad("bad signature"))
+        match verifier.verify(key, signed, signature).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(bad("bad signature")),
+            Err(KeyUnusable) => Err(bad("the key cannot be used")),
         }
     }
 
@@ -425,30 +571,34 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
             return Err("the key set contains a private key; configure public keys only".into());
         }
         let key = match (k.kty.as_str(), k.crv.as_deref()) {
-            ("OKP", Some("Ed25519")) => {
-                let x: [u8; 32] = decode(&k.x, "x")?
+            ("OKP", Some("Ed25519")) => KeyKind::Ed25519(
+                decode(&k.x, "x")?
                     .try_into()
-                    .map_err(|_| "an Ed25519 key must be 32 bytes".to_string())?;
-                KeyKind::Ed25519(
-                    ed25519_dalek::VerifyingKey::from_bytes(&x)
-                        .map_err(|_| "an Ed25519 key is invalid".to_string())?,
-                )
-            }
+                    .map_err(|_| "an Ed25519 key must be 32 bytes".to_string())?,
+            ),
             ("EC", Some("P-256")) => {
-                let (x, y) = (decode(&k.x, "x")?, decode(&k.y, "y")?);
-                if x.len() != 32 || y.len() != 32 {
-                    return Err("a P-256 key must have 32-byte coordinates".into());
+                let coordinate = |v: Vec<u8>| -> Result<[u8; 32], String> {
+                    v.try_into()
+                        .map_err(|_| "a P-256 key must have 32-byte coordinates".to_string())
+                };
+                KeyKind::P256 {
+                    x: coordinate(decode(&k.x, "x")?)?,
+                    y: coordinate(decode(&k.y, "y")?)?,
                 }
-                let mut sec1 = vec![4u8];
-                sec1.extend_from_slice(&x);
-                sec1.extend_from_slice(&y);
-                KeyKind::P256(
-                    p256::ecdsa::VerifyingKey::from_sec1_bytes(&sec1)
-                        .map_err(|_| "a P-256 key is invalid".to_string())?,
-                )
             }
             _ => return Err("only OKP/Ed25519 and EC/P-256 keys are supported".into()),
         };
+        // Where the crates are at hand, a key that is not a valid point is
+        // a configuration error now; the Worker finds it when WebCrypto
+        // imports the key (and refuses the token).
+        #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+        if key_is_unusable(&key) {
+            return Err(match key {
+                KeyKind::Ed25519(_) => "an Ed25519 key is invalid",
+                KeyKind::P256 { .. } => "a P-256 key is invalid",
+            }
+            .into());
+        }
         // A key published for another use, another algorithm or other
         // operations never verifies a token.
         let for_signatures = k.usage.as_deref().is_none_or(|u| u == "sig")
@@ -461,6 +611,14 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
+fn key_is_unusable(key: &KeyKind) -> bool {
+    matches!(
+        RustCrypto::verify_now(VerifyingKey::Public(key), b"", &[0; 64]),
+        Err(KeyUnusable)
+    )
 }
 
 #[cfg(test)]

@@ -153,7 +153,8 @@ pub async fn handle<S: Store>(
     }
     match config
         .auth
-        .authenticate(req.header_values("authorization"), now)
+        .authenticate(req.header_values("authorization"), now, server.verifier())
+        .await
     {
         Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }).await,
         Err(AuthError::NotConfigured) => HttpResponse::rejected(

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::auth::SignatureVerifier;
 use crate::catalog;
 use crate::crypto::b64url;
 use crate::error::{RpcError, truncate};
@@ -319,6 +320,7 @@ pub struct Server<S: Store> {
     result_meta: Value,
     result_meta_json: Vec<u8>,
     outbound: Box<dyn Outbound>,
+    verifier: Box<dyn SignatureVerifier>,
     tool_settings: Box<dyn ToolSettings>,
     clock: Option<fn() -> Millis>,
     log: fn(&str),
@@ -348,6 +350,7 @@ impl<S: Store> Server<S> {
             result_meta_json,
             config,
             outbound: Box::new(NoOutbound),
+            verifier: crate::auth::default_verifier(),
             tool_settings: Box::new(no_settings),
             clock: None,
             log: |_| {},
@@ -371,6 +374,19 @@ impl<S: Store> Server<S> {
     pub fn with_outbound(mut self, outbound: Box<dyn Outbound>) -> Self {
         self.outbound = outbound;
         self
+    }
+
+    /// Checks bearer-token signatures with `verifier` instead of this
+    /// runtime's default ([`crate::auth::default_verifier`]); the Worker's
+    /// glue installs the platform's WebCrypto here.
+    pub fn with_verifier(mut self, verifier: Box<dyn SignatureVerifier>) -> Self {
+        self.verifier = verifier;
+        self
+    }
+
+    /// The bearer-token signature verifier.
+    pub fn verifier(&self) -> &dyn SignatureVerifier {
+        &*self.verifier
     }
 
     /// Lends task steps the runtime's settings and secrets (names starting

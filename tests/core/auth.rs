@@ -29,6 +29,15 @@ fn p256_key() -> p256::ecdsa::SigningKey {
     p256::ecdsa::SigningKey::from_slice(&[9u8; 32]).unwrap()
 }
 
+fn p256_public() -> KeyKind {
+    let point = p256_key().verifying_key().to_sec1_point(false);
+    let sec1 = point.as_bytes();
+    KeyKind::P256 {
+        x: sec1[1..33].try_into().unwrap(),
+        y: sec1[33..].try_into().unwrap(),
+    }
+}
+
 fn jwt_auth() -> JwtAuth {
     JwtAuth {
         issuer: ISSUER.into(),
@@ -37,11 +46,11 @@ fn jwt_auth() -> JwtAuth {
         keys: vec![
             PublicKey {
                 kid: Some("ed-1".into()),
-                key: KeyKind::Ed25519(ed_key().verifying_key()),
+                key: KeyKind::Ed25519(ed_key().verifying_key().to_bytes()),
             },
             PublicKey {
                 kid: Some("p256-1".into()),
-                key: KeyKind::P256(*p256_key().verifying_key()),
+                key: p256_public(),
             },
         ],
         tenant_claim: "tenant".into(),
@@ -721,4 +730,26 @@ fn oversized_and_deep_inputs_get_clear_errors() {
             .unwrap()
             .contains("Too many inputResponses")
     );
+}
+
+/// The shared vectors (the Worker runs the same file with WebCrypto).
+#[test]
+fn shared_jwt_vectors_pass_with_rustcrypto() {
+    let text = include_str!("../vectors/jwt.json");
+    let report = block_on(mcp_tasks_edge::auth::vectors::run(
+        text,
+        &mcp_tasks_edge::auth::RustCrypto,
+    ))
+    .unwrap();
+    assert!(report.failures.is_empty(), "{:#?}", report.failures);
+    assert_eq!(report.passed, 20);
+    // The runner notices a verdict that differs from the file's.
+    let mut flipped: Value = serde_json::from_str(text).unwrap();
+    flipped["cases"][0]["expect"] = json!({"refused": "bad signature"});
+    let report = block_on(mcp_tasks_edge::auth::vectors::run(
+        &flipped.to_string(),
+        &mcp_tasks_edge::auth::RustCrypto,
+    ))
+    .unwrap();
+    assert_eq!((report.passed, report.failures.len()), (19, 1));
 }

@@ -379,6 +379,16 @@ async function storeContract(label) {
   });
 }
 
+async function jwtVectors() {
+  await test('the shared JWS vectors pass with the Worker\'s WebCrypto verifier', async () => {
+    const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
+    const r = await hook('jwt', vectors);
+    check(r.failures.length === 0, `vectors: ${JSON.stringify(r.failures)}`);
+    equal(r.passed, vectors.cases.length, 'vectors passed');
+    console.log(`      jwt vectors (webcrypto): ${r.passed} passed, ${r.failures.length} failed`);
+  });
+}
+
 function normalize(v, ids) {
   let s = JSON.stringify(v);
   for (const [actual, golden] of ids) s = s.split(actual).join(golden);
@@ -921,6 +931,7 @@ async function main() {
   figure(`wrangler dev startup (fresh state) ${server.startupMs} ms`);
   await httpEdges();
   await storeContract('do');
+  await jwtVectors();
   await seedTranscript();
   await oneSecondStep();
   await restartMidTask();

@@ -91,7 +91,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         tools,
         Box::new(SystemRandom),
     ) {
-        Ok(s) => s,
+        Ok(s) => s.with_verifier(Box::new(super::webcrypto::WebCrypto)),
         Err(e) => return early_error(e.http_status(), &e),
     };
     let request = HttpRequest {

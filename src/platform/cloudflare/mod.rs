@@ -30,6 +30,8 @@ mod sse;
 pub mod store;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown", feature = "test-hooks"))]
 mod test_hooks;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod webcrypto;
 
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub use entry::{fetch, scheduled};

@@ -9,7 +9,9 @@
 //!   `key`, bypassing the KV cache;
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
 //!   namespace itself (`get` also reports the key's expiration);
-//! - `POST /__test/memory`: this isolate's wasm linear memory, in bytes.
+//! - `POST /__test/memory`: this isolate's wasm linear memory, in bytes;
+//! - `POST /__test/jwt` (the vectors file): the shared JWS vectors run with
+//!   the Worker's WebCrypto verifier.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -80,6 +82,17 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
             let bytes = 0usize;
             json(200, &json!({"bytes": bytes}))
         }
+        "jwt" => match crate::auth::vectors::run(&body, &super::webcrypto::WebCrypto).await {
+            Ok(report) => {
+                let failures: Vec<Value> = report
+                    .failures
+                    .iter()
+                    .map(|(name, why)| json!({"case": name, "why": why}))
+                    .collect();
+                json(200, &json!({"passed": report.passed, "failures": failures}))
+            }
+            Err(e) => bad(e),
+        },
         "contract" => {
             let args: ContractArgs = match serde_json::from_str(&body) {
                 Ok(a) => a,
