@@ -436,6 +436,15 @@ impl<S: Store> Server<S> {
         self.runner().tick(now, self.config.tick_budget).await
     }
 
+    /// Advances the due tasks of one slice (see
+    /// [`crate::tasks::runner::Slice`]): several of these may run at once,
+    /// each on its own instance, without reaching for the same tasks.
+    pub async fn tick_slice(&self, now: Millis, slice: crate::tasks::runner::Slice) -> TickReport {
+        self.runner()
+            .tick_slice(now, self.config.tick_budget, slice)
+            .await
+    }
+
     /// Handles one JSON-RPC message.
     pub async fn handle(
         &self,

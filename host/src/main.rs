@@ -24,7 +24,9 @@
 //! (component instances in use at once, default 128) and
 //! `--header-timeout-ms MS` (default 10000): beyond a cap the host answers
 //! 503 with `Retry-After`, and a connection slower to send its request head
-//! is closed. The data directory is created 0700 and its files 0600.
+//! is closed. `--tick-slices N` (default 8) runs N ticks at once, each over
+//! its own slice of the due tasks, so their commits share syncs. The data
+//! directory is created 0700 and its files 0600.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +50,7 @@ struct Args {
     pass_env: Vec<String>,
     limits: serve::Limits,
     max_instances: usize,
+    tick_slices: u32,
 }
 
 fn parse_args() -> Result<Args> {
@@ -62,6 +65,7 @@ fn parse_args() -> Result<Args> {
         pass_env: Vec::new(),
         limits: serve::Limits::default(),
         max_instances: runtime::MAX_INSTANCES,
+        tick_slices: runtime::TICK_SLICES,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,6 +98,12 @@ fn parse_args() -> Result<Args> {
                     .parse()
                     .context("--max-instances")?
             }
+            "--tick-slices" => {
+                args.tick_slices = value("--tick-slices")?.parse().context("--tick-slices")?;
+                if args.tick_slices == 0 {
+                    bail!("--tick-slices must be at least 1");
+                }
+            }
             "--header-timeout-ms" => {
                 args.limits.header_read_timeout = std::time::Duration::from_millis(
                     value("--header-timeout-ms")?
@@ -106,7 +116,8 @@ fn parse_args() -> Result<Args> {
                     "usage: host [--port N] [--data DIR] [--component PATH] \
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
                      [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
-                     [--max-instances N (128)] [--header-timeout-ms MS (10000)]"
+                     [--max-instances N (128)] [--header-timeout-ms MS (10000)] \
+                     [--tick-slices N (8)]"
                 );
                 std::process::exit(0);
             }
@@ -133,6 +144,7 @@ fn main() -> Result<()> {
     let mut settings = Settings::new(env);
     settings.strategy = args.strategy;
     settings.max_instances = args.max_instances;
+    settings.tick_slices = args.tick_slices;
     let store = Arc::new(SqliteStore::open_with(&args.data, args.sync)?);
     let runtime = Runtime::new(&args.component, store.clone(), settings)?;
 

@@ -171,7 +171,13 @@ pub struct Settings {
     /// it is answered 503 with `Retry-After`. Ticks (one at a time) are not
     /// counted, so tasks keep advancing when requests hold every instance.
     pub max_instances: usize,
+    /// Ticks run at once, each on its own instance over one slice of the
+    /// due work (`runner.tick-slice`), so their commits share syncs.
+    pub tick_slices: u32,
 }
+
+/// Ticks run at once, by default.
+pub const TICK_SLICES: u32 = 8;
 
 /// Instances in use at once, by default.
 pub const MAX_INSTANCES: usize = 128;
@@ -199,6 +205,7 @@ impl Settings {
             strategy: Strategy::Pooled(64),
             guest_stderr: true,
             max_instances: MAX_INSTANCES,
+            tick_slices: TICK_SLICES,
         }
     }
 }
@@ -636,7 +643,8 @@ impl Runtime {
 
     /// An instance for background work (ticks): outside the cap, so
     /// requests that hold every instance (slow bodies, long streams) never
-    /// stop tasks from advancing. Ticks run one at a time per host.
+    /// stop tasks from advancing. A host runs one tick (or one per slice)
+    /// at a time.
     async fn acquire_for_tick(&self) -> Result<Instance> {
         self.acquire_with(None).await
     }
@@ -684,15 +692,42 @@ impl Runtime {
         e.into()
     }
 
-    /// `runner.tick(now)`.
+    /// Advances due work: `runner.tick(now)`, or with several
+    /// [`Settings::tick_slices`] one `runner.tick-slice` per slice at once,
+    /// each on its own instance, their reports summed. Any slice failing
+    /// fails the whole (the others' work stands).
     pub async fn tick(&self, now_ms: i64) -> Result<TickReport> {
+        let slices = self.settings.tick_slices.max(1);
+        if slices == 1 {
+            return self.tick_one(now_ms, None).await;
+        }
+        let calls: Vec<_> = (0..slices)
+            .map(|slice| self.tick_one(now_ms, Some((slice, slices))))
+            .collect();
+        let mut total = TickReport::default();
+        for report in join_all(calls).await {
+            total.absorb(&report?);
+        }
+        Ok(total)
+    }
+
+    /// `runner.tick-slice(now, slice, slices)` on one instance.
+    pub async fn tick_slice(&self, now_ms: i64, slice: u32, slices: u32) -> Result<TickReport> {
+        self.tick_one(now_ms, Some((slice, slices))).await
+    }
+
+    async fn tick_one(&self, now_ms: i64, slice: Option<(u32, u32)>) -> Result<TickReport> {
         let mut i = self.acquire_for_tick().await?;
-        match i
-            .server
-            .mcp_tasks_edge_runner()
-            .call_tick(&mut i.store, now_ms)
-            .await
-        {
+        let runner = i.server.mcp_tasks_edge_runner();
+        let result = match slice {
+            None => runner.call_tick(&mut i.store, now_ms).await,
+            Some((slice, slices)) => {
+                runner
+                    .call_tick_slice(&mut i.store, now_ms, slice, slices)
+                    .await
+            }
+        };
+        match result {
             Ok(r) => {
                 self.release(i);
                 Ok(TickReport {
@@ -866,6 +901,31 @@ pub fn build_request(
         builder = builder.header(*name, *value);
     }
     Ok(builder.body(Full::new(Bytes::from(body)))?)
+}
+
+/// Polls every future in `futures` until all are done, in this task (the
+/// component calls interleave at their store commits).
+async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *output = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
 }
 
 #[cfg(test)]

@@ -73,6 +73,71 @@ impl std::fmt::Display for TickReport {
     }
 }
 
+impl TickReport {
+    /// Adds `other` (a concurrent tick's report) to this one: the counts
+    /// summed, the earlier due time kept.
+    pub fn absorb(&mut self, other: &TickReport) {
+        self.due += other.due;
+        self.stepped += other.stepped;
+        self.finished += other.finished;
+        self.cancelled += other.cancelled;
+        self.purged += other.purged;
+        self.skipped += other.skipped;
+        self.fenced += other.fenced;
+        self.errors += other.errors;
+        self.next_due = match (self.next_due, other.next_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// One of `of` disjoint shares of the due work, so that several ticks can
+/// run at once without reaching for the same tasks: a key belongs to the
+/// slice its hash picks. Ticks on different slices overlap their store
+/// commits (which a store that groups commits turns into shared syncs).
+///
+/// ```
+/// use mcp_tasks_edge::tasks::runner::Slice;
+///
+/// let slices: Vec<Slice> = (0..4).map(|i| Slice::new(i, 4).unwrap()).collect();
+/// let owners = slices.iter().filter(|s| s.owns("tsk_AAAAAAAAAAAAAAAAAAAAAA")).count();
+/// assert_eq!(owners, 1);
+/// assert!(Slice::WHOLE.owns("anything"));
+/// assert!(Slice::new(4, 4).is_none());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    index: u32,
+    of: u32,
+}
+
+impl Slice {
+    /// All the due work.
+    pub const WHOLE: Slice = Slice { index: 0, of: 1 };
+
+    /// Slice `index` of `of` (`None` unless `index < of`).
+    pub fn new(index: u32, of: u32) -> Option<Slice> {
+        (index < of).then_some(Slice { index, of })
+    }
+
+    /// Whether `key` is in this slice (FNV-1a of the key, modulo `of`).
+    pub fn owns(&self, key: &str) -> bool {
+        if self.of <= 1 {
+            return true;
+        }
+        let hash = key.bytes().fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        hash % self.of == self.index
+    }
+
+    /// How many slices the work is cut into.
+    pub fn count(&self) -> u32 {
+        self.of
+    }
+}
+
 /// A task this runner holds a lease on.
 #[derive(Clone, Debug)]
 pub struct Claim {
@@ -226,9 +291,22 @@ impl<'a, S: Store> Runner<'a, S> {
 
     /// Advances up to `budget` due tasks by one step each.
     pub async fn tick(&self, now: Millis, budget: usize) -> TickReport {
+        self.tick_slice(now, budget, Slice::WHOLE).await
+    }
+
+    /// Advances up to `budget` due tasks of `slice` by one step each (see
+    /// [`Slice`]; ticks on the other slices may run at the same time).
+    pub async fn tick_slice(&self, now: Millis, budget: usize, slice: Slice) -> TickReport {
         let mut report = TickReport::default();
-        let keys = match self.store.due(now, budget).await {
-            Ok(k) => k,
+        // The earliest due keys of every slice, so this one finds about
+        // `budget` of its own among them.
+        let asked = budget.saturating_mul(slice.count() as usize);
+        let keys: Vec<String> = match self.store.due(now, asked).await {
+            Ok(k) => k
+                .into_iter()
+                .filter(|k| slice.owns(k))
+                .take(budget)
+                .collect(),
             Err(_) => {
                 report.errors += 1;
                 return report;

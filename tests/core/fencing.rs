@@ -211,3 +211,39 @@ fn two_runners_ticking_in_turn_commit_every_step_once() {
         assert_eq!((r.status(), r.steps), (TaskStatus::Completed, 1), "{id}");
     }
 }
+
+#[test]
+fn ticks_on_disjoint_slices_advance_every_due_task_exactly_once() {
+    use mcp_tasks_edge::tasks::runner::Slice;
+    let store = Arc::new(MemoryStore::new());
+    let h = Harness::over(store.clone(), 1);
+    let tasks: Vec<String> = (0..40)
+        .map(|_| h.start("slow_compute", json!({"seconds": 1})))
+        .collect();
+    let now = h.now.get() + 1_000;
+    let slices: Vec<Slice> = (0..4).map(|i| Slice::new(i, 4).unwrap()).collect();
+    let mut stepped = 0;
+    for slice in &slices {
+        let mine = tasks.iter().filter(|t| slice.owns(t)).count();
+        assert!(mine > 0, "every slice owns some of 40 tasks");
+        let report = block_on(h.server.tick_slice(now, *slice));
+        assert_eq!((report.due, report.stepped), (mine, mine), "{report}");
+        stepped += report.stepped;
+    }
+    assert_eq!(stepped, tasks.len());
+    // Nothing is left for any slice, nor for a whole tick.
+    for slice in &slices {
+        assert_eq!(block_on(h.server.tick_slice(now, *slice)).due, 0);
+    }
+    assert_eq!(block_on(h.server.tick(now)).due, 0);
+    for task in &tasks {
+        let entry = block_on(store.get(task)).unwrap().unwrap();
+        let record = mcp_tasks_edge::tasks::decode(&entry.body).unwrap();
+        assert_eq!(record.steps, 1, "{task}: one step, committed once");
+        assert_eq!(record.status(), TaskStatus::Completed);
+    }
+    // Each key is in exactly one slice.
+    for task in &tasks {
+        assert_eq!(slices.iter().filter(|s| s.owns(task)).count(), 1);
+    }
+}

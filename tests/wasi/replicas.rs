@@ -21,17 +21,6 @@ const TICKS_PER_ROUND: usize = 3;
 const CANCEL_ROUNDS: usize = 8;
 const SIZES: [&str; 3] = ["small", "medium", "large"];
 
-fn add(total: &mut TickReport, r: &TickReport) {
-    total.due += r.due;
-    total.stepped += r.stepped;
-    total.finished += r.finished;
-    total.cancelled += r.cancelled;
-    total.purged += r.purged;
-    total.skipped += r.skipped;
-    total.fenced += r.fenced;
-    total.errors += r.errors;
-}
-
 fn tokio() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -64,7 +53,7 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
                     barrier.wait();
                     for _ in 0..TICKS_PER_ROUND {
                         let r = tokio.block_on(rt.tick(clock.now_ms())).unwrap();
-                        add(&mut total, &r);
+                        total.absorb(&r);
                     }
                     barrier.wait();
                 }
@@ -145,7 +134,7 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
     }
     let mut total = TickReport::default();
     for r in &reports {
-        add(&mut total, r);
+        total.absorb(r);
     }
     eprintln!("replica a: {}\nreplica b: {}", reports[0], reports[1]);
     assert_eq!(total.errors, 0, "{total}");
@@ -159,4 +148,42 @@ fn two_replicas_tick_concurrently_without_losing_or_repeating_work() {
         "each completion and each runner-side cancellation counted once"
     );
     assert!(total.cancelled <= PER_GROUP);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_sliced_ticks_step_every_task_once() {
+    let dir = TempDir::new("sliced");
+    let clock = Clock::manual(T0);
+    let mut s = settings(&clock);
+    s.tick_slices = 4;
+    let client = Client::new(runtime(dir.path(), s));
+    let mut tasks = Vec::new();
+    for _ in 0..24 {
+        tasks.push(client.start("slow_compute", json!({"seconds": 1})).await);
+    }
+    clock.advance(1_000);
+    let report = client.rt.tick(clock.now_ms()).await.unwrap();
+    assert_eq!(
+        (report.due, report.stepped, report.finished),
+        (24, 24, 24),
+        "{report}"
+    );
+    assert_eq!(
+        (report.skipped, report.fenced, report.errors),
+        (0, 0, 0),
+        "{report}"
+    );
+    let again = client.rt.tick(clock.now_ms()).await.unwrap();
+    assert_eq!(again.due, 0, "{again}");
+    let store = SqliteStore::open(dir.path()).unwrap();
+    for task in &tasks {
+        let record: TaskRecord =
+            mcp_tasks_edge::tasks::decode(&store.get(task).unwrap().unwrap().body).unwrap();
+        assert_eq!(record.steps, 1, "{task}");
+        assert_eq!(client.status(task).await, "completed");
+    }
+    // A slice outside the range does nothing and says so.
+    let bad = client.rt.tick_slice(clock.now_ms(), 4, 4).await.unwrap();
+    assert_eq!((bad.due, bad.errors), (0, 1), "{bad}");
+    assert_eq!(client.rt.traps(), 0);
 }

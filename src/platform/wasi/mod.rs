@@ -30,7 +30,7 @@ use crate::config::Config;
 use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::store::contract;
-use crate::tasks::runner::TickReport;
+use crate::tasks::runner::{Slice, TickReport};
 use crate::time::Millis;
 use crate::tools::ToolFactory;
 use store::HostStore;
@@ -144,24 +144,39 @@ pub struct Component<A: App>(PhantomData<A>);
 
 impl<A: App> runner::Guest for Component<A> {
     fn tick(now_ms: i64) -> runner::TickReport {
-        let report = with_server::<A, _>(|server| match server {
+        tick_report(with_server::<A, _>(|server| match server {
             Ok(server) => crate::block_on(server.tick(now_ms)),
             Err(_) => TickReport {
                 errors: 1,
                 ..TickReport::default()
             },
-        });
-        runner::TickReport {
-            due: count(report.due),
-            stepped: count(report.stepped),
-            finished: count(report.finished),
-            cancelled: count(report.cancelled),
-            purged: count(report.purged),
-            skipped: count(report.skipped),
-            fenced: count(report.fenced),
-            errors: count(report.errors),
-            next_due: report.next_due,
-        }
+        }))
+    }
+
+    fn tick_slice(now_ms: i64, slice: u32, slices: u32) -> runner::TickReport {
+        tick_report(with_server::<A, _>(|server| {
+            match (server, Slice::new(slice, slices)) {
+                (Ok(server), Some(slice)) => crate::block_on(server.tick_slice(now_ms, slice)),
+                _ => TickReport {
+                    errors: 1,
+                    ..TickReport::default()
+                },
+            }
+        }))
+    }
+}
+
+fn tick_report(report: TickReport) -> runner::TickReport {
+    runner::TickReport {
+        due: count(report.due),
+        stepped: count(report.stepped),
+        finished: count(report.finished),
+        cancelled: count(report.cancelled),
+        purged: count(report.purged),
+        skipped: count(report.skipped),
+        fenced: count(report.fenced),
+        errors: count(report.errors),
+        next_due: report.next_due,
     }
 }
 
