@@ -701,6 +701,24 @@ impl Runtime {
         if slices == 1 {
             return self.tick_one(now_ms, None).await;
         }
+        // What is due decides how many slices run: none when nothing is
+        // (the store says when work is next due, without a component
+        // call), at most one per due task.
+        let due = self
+            .store
+            .due(now_ms, slices)
+            .map_err(|e| anyhow::anyhow!("the store's due index: {e:?}"))?;
+        if due.is_empty() {
+            let next_due = self
+                .store
+                .next_due()
+                .map_err(|e| anyhow::anyhow!("the store's due index: {e:?}"))?;
+            return Ok(TickReport {
+                next_due,
+                ..TickReport::default()
+            });
+        }
+        let slices = u32::try_from(due.len()).unwrap_or(slices).min(slices);
         let calls: Vec<_> = (0..slices)
             .map(|slice| self.tick_one(now_ms, Some((slice, slices))))
             .collect();
