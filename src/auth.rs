@@ -146,12 +146,22 @@ impl KeyKind {
 }
 
 /// The key a token's signature is checked with.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum VerifyingKey<'a> {
     /// HS256: HMAC-SHA-256 with this shared secret.
     Hs256(&'a [u8]),
     /// EdDSA or ES256 with this public key.
     Public(&'a KeyKind),
+}
+
+impl std::fmt::Debug for VerifyingKey<'_> {
+    /// Never prints the HS256 secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerifyingKey::Hs256(_) => f.write_str("Hs256(..)"),
+            VerifyingKey::Public(key) => f.debug_tuple("Public").field(key).finish(),
+        }
+    }
 }
 
 /// Why a signature could not be checked at all.
@@ -408,11 +418,18 @@ impl JwtAuth {
     ) -> Result<(), AuthError> {
         let bad = AuthError::InvalidToken;
         let key = match header.alg.as_str() {
-            "HS256" => VerifyingKey::Hs256(
-                self.hs256_secret
+            "HS256" => {
+                let secret = self
+                    .hs256_secret
                     .as_deref()
-                    .ok_or(bad("HS256 is not accepted"))?,
-            ),
+                    .ok_or(bad("HS256 is not accepted"))?;
+                // An HMAC-SHA-256 tag is 32 bytes; no verifier sees another
+                // length.
+                if signature.len() != 32 {
+                    return Err(bad("bad signature"));
+                }
+                VerifyingKey::Hs256(secret)
+            }
             "EdDSA" | "ES256" => {
                 let key = &self.key_for(&header.alg, header.kid.as_deref())?.key;
                 // Fixed-size signatures: anything else is refused before
@@ -571,11 +588,20 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
             return Err("the key set contains a private key; configure public keys only".into());
         }
         let key = match (k.kty.as_str(), k.crv.as_deref()) {
-            ("OKP", Some("Ed25519")) => KeyKind::Ed25519(
-                decode(&k.x, "x")?
+            ("OKP", Some("Ed25519")) => {
+                let x: [u8; 32] = decode(&k.x, "x")?
                     .try_into()
-                    .map_err(|_| "an Ed25519 key must be 32 bytes".to_string())?,
-            ),
+                    .map_err(|_| "an Ed25519 key must be 32 bytes".to_string())?;
+                // Refused on every runtime, before any cryptography sees
+                // it: a weak key is one for which forged signatures verify
+                // under some verifiers.
+                if ed25519_is_weak(&x) {
+                    return Err(
+                        "an Ed25519 key is of small order or not canonically encoded".into(),
+                    );
+                }
+                KeyKind::Ed25519(x)
+            }
             ("EC", Some("P-256")) => {
                 let coordinate = |v: Vec<u8>| -> Result<[u8; 32], String> {
                     v.try_into()
@@ -611,6 +637,43 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
         }
     }
     Ok(out)
+}
+
+/// The canonical encodings (sign bit ignored) of the Ed25519 points of
+/// small order: 0 and 1 (orders 4 and 1), the two points of order 8, and
+/// p − 1 (order 2). Their non-canonical forms (y ≥ p) are refused as such.
+const ED25519_SMALL_ORDER: [[u8; 32]; 5] = {
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    let mut p_minus_1 = [0xffu8; 32];
+    p_minus_1[0] = 0xec;
+    p_minus_1[31] = 0x7f;
+    [
+        [0u8; 32],
+        one,
+        [
+            0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef,
+            0x98, 0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88,
+            0x6d, 0x53, 0xfc, 0x05,
+        ],
+        [
+            0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10,
+            0x67, 0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77,
+            0x92, 0xac, 0x03, 0x7a,
+        ],
+        p_minus_1,
+    ]
+};
+
+/// Whether an Ed25519 public key is of small order or encodes its
+/// coordinate non-canonically (y ≥ p): keys no deployment should trust,
+/// which some verifiers accept forged signatures for.
+fn ed25519_is_weak(x: &[u8; 32]) -> bool {
+    let mut y = *x;
+    y[31] &= 0x7f;
+    // y ≥ p = 2^255 − 19: 0x7f, then 30 bytes of 0xff, then a low byte ≥ 0xed.
+    let non_canonical = y[31] == 0x7f && y[1..31].iter().all(|&b| b == 0xff) && y[0] >= 0xed;
+    non_canonical || ED25519_SMALL_ORDER.contains(&y)
 }
 
 #[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]

@@ -742,7 +742,7 @@ fn shared_jwt_vectors_pass_with_rustcrypto() {
     ))
     .unwrap();
     assert!(report.failures.is_empty(), "{:#?}", report.failures);
-    assert_eq!(report.passed, 20);
+    assert_eq!(report.passed, 23);
     // The runner notices a verdict that differs from the file's.
     let mut flipped: Value = serde_json::from_str(text).unwrap();
     flipped["cases"][0]["expect"] = json!({"refused": "bad signature"});
@@ -751,5 +751,50 @@ fn shared_jwt_vectors_pass_with_rustcrypto() {
         &mcp_tasks_edge::auth::RustCrypto,
     ))
     .unwrap();
-    assert_eq!((report.passed, report.failures.len()), (19, 1));
+    assert_eq!((report.passed, report.failures.len()), (22, 1));
+}
+
+/// Small-order and non-canonical Ed25519 keys are refused when the key set
+/// is read, on every runtime (no cryptography involved), before any
+/// verifier could accept a forgery for them.
+#[test]
+fn weak_ed25519_keys_are_refused_in_the_key_set() {
+    let mut p_minus_1 = [0xffu8; 32];
+    p_minus_1[0] = 0xec;
+    p_minus_1[31] = 0x7f;
+    let mut p_plus_3 = p_minus_1;
+    p_plus_3[0] = 0xf0;
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    let order_8 = hex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05");
+    let mut order_8_signed = order_8;
+    order_8_signed[31] |= 0x80;
+    for (what, key) in [
+        ("zero", [0u8; 32]),
+        ("identity", identity),
+        ("order 8", order_8),
+        ("order 8, sign bit set", order_8_signed),
+        ("p - 1", p_minus_1),
+        ("p + 3 (non-canonical)", p_plus_3),
+    ] {
+        let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": b64url(&key)}]});
+        let err = mcp_tasks_edge::auth::parse_jwks(&jwks.to_string()).unwrap_err();
+        assert!(err.contains("small order"), "{what}: {err}");
+    }
+    // An ordinary key is still read.
+    let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": b64url(ed_key().verifying_key().as_bytes())}]});
+    assert_eq!(
+        mcp_tasks_edge::auth::parse_jwks(&jwks.to_string())
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+fn hex(s: &str) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
 }

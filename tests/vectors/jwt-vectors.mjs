@@ -50,6 +50,10 @@ add('HS256 valid', hsGood, ok);
 add('HS256 signed with another secret', token(input(HS), hs(otherSecret, input(HS))), refused('bad signature'));
 add('HS256 payload changed after signing', tamper(hsGood), refused('bad signature'));
 add('HS256 signature truncated', token(input(HS), hs(hsSecret, input(HS)).subarray(0, 31)), refused('bad signature'));
+add('HS256 signature empty', `${input(HS)}.`, refused('bad signature'));
+add('HS256 signature with a byte appended', token(input(HS), Buffer.concat([hs(hsSecret, input(HS)), Buffer.from([0])])), refused('bad signature'));
+// The classic confusion: an HMAC keyed with a published public key.
+add('HS256 keyed with the Ed25519 public key', token(input(HS), hs(Buffer.from(ed.publicKey.export({ format: 'jwk' }).x, 'base64url'), input(HS))), refused('bad signature'));
 
 const edGood = token(input(ED), eds(ed, input(ED)));
 add('EdDSA valid', edGood, ok);

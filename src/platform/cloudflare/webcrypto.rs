@@ -107,9 +107,10 @@ async fn imported(key: VerifyingKey<'_>) -> Result<(JsValue, Object), KeyUnusabl
         );
         KeyUnusable
     })?;
+    // Requests that missed the cache together import together; keep one.
     KEYS.with(|k| {
         let mut k = k.borrow_mut();
-        if k.len() < MAX_KEPT {
+        if k.len() < MAX_KEPT && !k.iter().any(|(kid, _)| *kid == id) {
             k.push((id, crypto_key.clone()));
         }
     });
