@@ -220,7 +220,7 @@ impl Config {
     /// | `MCP_STATE_SECRET` | key for `requestState` tags and derived ids (secret, required, at least 32 random bytes: 32 characters, or 64 hex digits) |
     /// | `MCP_STATE_SECRET_PREVIOUS` | the key before a rotation: what it signed still verifies while it is set (keep it at least `MCP_TASK_TTL_MS`) |
     /// | `MCP_TASK_TTL_MS`, `MCP_POLL_INTERVAL_MS`, `MCP_LEASE_MS` | task timings |
-    /// | `MCP_TICK_BUDGET` | most tasks one tick (an alarm or sweep per shard on a Worker) advances (default 100) |
+    /// | `MCP_TICK_BUDGET` | most tasks one tick (an alarm or sweep per shard on a Worker; on the local host, one round of its sliced calls, rounded up to a multiple of the slice count) advances (default 100) |
     /// | `MCP_LISTEN_POLL_MS` | how often a listen stream reads its tasks (default 500, at most 20000) |
     /// | `MCP_LISTEN_MAX_MS` | longest life of a listen stream (default 300000) |
     /// | `MCP_ALLOWED_ORIGINS` | comma-separated browser origins (`:*` = any port) |

@@ -24,9 +24,10 @@
 //! (component instances in use at once, default 128) and
 //! `--header-timeout-ms MS` (default 10000): beyond a cap the host answers
 //! 503 with `Retry-After`, and a connection slower to send its request head
-//! is closed. `--tick-slices N` (default 8) runs N ticks at once, each over
-//! its own slice of the due tasks, so their commits share syncs. The data
-//! directory is created 0700 and its files 0600.
+//! is closed. `--tick-slices N` (default 8, at most 64) lets a tick run as up
+//! to N component calls at once, each over its own slice of the due tasks,
+//! so their commits share syncs (one call when at most one task is due).
+//! The data directory is created 0700 and its files 0600.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,8 +101,11 @@ fn parse_args() -> Result<Args> {
             }
             "--tick-slices" => {
                 args.tick_slices = value("--tick-slices")?.parse().context("--tick-slices")?;
-                if args.tick_slices == 0 {
-                    bail!("--tick-slices must be at least 1");
+                if !(1..=runtime::MAX_TICK_SLICES).contains(&args.tick_slices) {
+                    bail!(
+                        "--tick-slices must be between 1 and {}",
+                        runtime::MAX_TICK_SLICES
+                    );
                 }
             }
             "--header-timeout-ms" => {

@@ -168,16 +168,22 @@ pub struct Settings {
     /// Pass the guest's stderr through (its logs and warnings).
     pub guest_stderr: bool,
     /// Instances in use at once by requests and streams; a request beyond
-    /// it is answered 503 with `Retry-After`. Ticks (one at a time) are not
-    /// counted, so tasks keep advancing when requests hold every instance.
+    /// it is answered 503 with `Retry-After`. Ticks (one round at a time,
+    /// up to [`Settings::tick_slices`] calls) are not counted, so tasks
+    /// keep advancing when requests hold every instance.
     pub max_instances: usize,
-    /// Ticks run at once, each on its own instance over one slice of the
-    /// due work (`runner.tick-slice`), so their commits share syncs.
+    /// Ticks run at once (at most [`MAX_TICK_SLICES`], and never more
+    /// than there are due tasks), each on its own instance over one slice
+    /// of the due work (`runner.tick-slice`), so their commits share syncs.
     pub tick_slices: u32,
 }
 
 /// Ticks run at once, by default.
 pub const TICK_SLICES: u32 = 8;
+
+/// The most ticks a host runs at once (each holds an instance outside
+/// [`Settings::max_instances`]).
+pub const MAX_TICK_SLICES: u32 = 64;
 
 /// Instances in use at once, by default.
 pub const MAX_INSTANCES: usize = 128;
@@ -697,26 +703,20 @@ impl Runtime {
     /// each on its own instance, their reports summed. Any slice failing
     /// fails the whole (the others' work stands).
     pub async fn tick(&self, now_ms: i64) -> Result<TickReport> {
-        let slices = self.settings.tick_slices.max(1);
+        let slices = self.settings.tick_slices.clamp(1, MAX_TICK_SLICES);
         if slices == 1 {
             return self.tick_one(now_ms, None).await;
         }
-        // What is due decides how many slices run: none when nothing is
-        // (the store says when work is next due, without a component
-        // call), at most one per due task.
+        // With at most one task due (an idle tick, most of the time) one
+        // plain call does it: the component reports its own state (a
+        // misconfigured one says so on every tick). Otherwise no more
+        // slices run than there are due tasks.
         let due = self
             .store
             .due(now_ms, slices)
             .map_err(|e| anyhow::anyhow!("the store's due index: {e:?}"))?;
-        if due.is_empty() {
-            let next_due = self
-                .store
-                .next_due()
-                .map_err(|e| anyhow::anyhow!("the store's due index: {e:?}"))?;
-            return Ok(TickReport {
-                next_due,
-                ..TickReport::default()
-            });
+        if due.len() <= 1 {
+            return self.tick_one(now_ms, None).await;
         }
         let slices = u32::try_from(due.len()).unwrap_or(slices).min(slices);
         let calls: Vec<_> = (0..slices)

@@ -294,18 +294,19 @@ impl<'a, S: Store> Runner<'a, S> {
         self.tick_slice(now, budget, Slice::WHOLE).await
     }
 
-    /// Advances up to `budget` due tasks of `slice` by one step each (see
-    /// [`Slice`]; ticks on the other slices may run at the same time).
+    /// Advances this slice's share of the `budget` earliest due tasks by
+    /// one step each (see [`Slice`]; ticks on the other slices may run at
+    /// the same time). Each slice takes at most `budget / slices` (rounded
+    /// up), so the slices of one round together advance at most `budget`
+    /// rounded up to a multiple of the slice count.
     pub async fn tick_slice(&self, now: Millis, budget: usize, slice: Slice) -> TickReport {
         let mut report = TickReport::default();
-        // The earliest due keys of every slice, so this one finds about
-        // `budget` of its own among them.
-        let asked = budget.saturating_mul(slice.count() as usize);
-        let keys: Vec<String> = match self.store.due(now, asked).await {
+        let share = budget.div_ceil(slice.count().max(1) as usize);
+        let keys: Vec<String> = match self.store.due(now, budget).await {
             Ok(k) => k
                 .into_iter()
                 .filter(|k| slice.owns(k))
-                .take(budget)
+                .take(share)
                 .collect(),
             Err(_) => {
                 report.errors += 1;

@@ -27,6 +27,8 @@ async fn a_normal_workload_stays_inside_the_limits() {
     // One caller starts 120 tasks here: more than the default quota.
     let mut s = settings(&clock);
     s.env.push(("MCP_MAX_OUTSTANDING_TASKS".into(), "0".into()));
+    // One call per tick: this test is about the heaviest single call.
+    s.tick_slices = 1;
     let c = Client::new(runtime(dir.path(), s));
     let mut tasks = Vec::new();
     for i in 0..60 {

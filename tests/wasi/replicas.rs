@@ -182,6 +182,27 @@ async fn a_hosts_sliced_ticks_step_every_task_once() {
         assert_eq!(record.steps, 1, "{task}");
         assert_eq!(client.status(task).await, "completed");
     }
+    // With a budget of 8, a round of 8 slices advances at most one task
+    // each, and rounds go on until every task is done.
+    let dir = TempDir::new("sliced-budget");
+    let mut s = settings(&clock);
+    s.env.push(("MCP_TICK_BUDGET".into(), "8".into()));
+    let budgeted = Client::new(runtime(dir.path(), s));
+    for _ in 0..24 {
+        budgeted.start("slow_compute", json!({"seconds": 1})).await;
+    }
+    clock.advance(1_000);
+    let mut rounds = Vec::new();
+    loop {
+        let r = budgeted.rt.tick(clock.now_ms()).await.unwrap();
+        if r.stepped == 0 {
+            break;
+        }
+        assert!(r.stepped <= 8 && r.errors == 0, "{r}");
+        rounds.push(r.stepped);
+    }
+    assert_eq!(rounds.iter().sum::<usize>(), 24, "{rounds:?}");
+    assert!(rounds.len() >= 3, "{rounds:?}");
     // A slice outside the range does nothing and says so.
     let bad = client.rt.tick_slice(clock.now_ms(), 4, 4).await.unwrap();
     assert_eq!((bad.due, bad.errors), (0, 1), "{bad}");
