@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The scale curve: one local host (SQLite on disk, every commit fsynced)
-# filled step by step to 1k, 10k, 100k and 1M stored tasks; at each size
-# `tasks/get` on 1 and 16 connections, creates on 16 and the full flow's
-# p99. Prints one JSON line per run and a table; results go to
-# bench/results/scale.{jsonl,md}.
+# filled step by step to at least 1k, 10k, 100k and 1M stored tasks; at
+# each size `tasks/get` on 1 and 16 connections, creates on 16 and the full
+# flow's p99. The creates and flows add tasks, so a size already passed is
+# measured where the store stands (the table's first column says how many
+# tasks were stored). Prints one JSON line per run and a table; results go
+# to bench/results/scale.{jsonl,md}.
 #
 #   bash bench/scale.sh                      # up to 1,000,000 (about 10 minutes)
 #   SIZES="1000 10000" SECONDS_PER=3 bash bench/scale.sh
