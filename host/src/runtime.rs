@@ -361,11 +361,6 @@ fn wit_error(e: CoreStoreError) -> wit_store::StoreError {
 }
 
 impl HostState {
-    /// Runs one host store call, counting it and its time.
-    fn started(&self) -> std::time::Instant {
-        std::time::Instant::now()
-    }
-
     /// Counts one store call that began at `started`.
     fn done(&self, started: std::time::Instant) {
         self.progress.fetch_add(1, Ordering::Relaxed);
@@ -377,8 +372,9 @@ impl HostState {
         );
     }
 
+    /// Runs one host store call, counting it and its time.
     fn timed<T>(&self, f: impl FnOnce(&SqliteStore) -> T) -> T {
-        let started = self.started();
+        let started = std::time::Instant::now();
         let out = f(&self.store);
         self.done(started);
         out
@@ -405,14 +401,16 @@ impl wit_store::Host for HostState {
         body: String,
         due_at: Option<i64>,
     ) -> Result<u64, wit_store::StoreError> {
-        let started = self.started();
+        // Only the store is borrowed across the await (the state is not
+        // `Sync`), so the call is timed around it.
+        let started = std::time::Instant::now();
         let out = self.store.put_async(&key, expected, body, due_at).await;
         self.done(started);
         out.map_err(wit_error)
     }
 
     async fn delete(&mut self, key: String, expected: u64) -> Result<(), wit_store::StoreError> {
-        let started = self.started();
+        let started = std::time::Instant::now();
         let out = self.store.delete_async(&key, expected).await;
         self.done(started);
         out.map_err(wit_error)
@@ -723,7 +721,9 @@ impl Runtime {
             .map(|slice| self.tick_one(now_ms, Some((slice, slices))))
             .collect();
         let mut total = TickReport::default();
-        for report in join_all(calls).await {
+        // Polled together in this task: the calls interleave at their
+        // store commits.
+        for report in futures_util::future::join_all(calls).await {
             total.absorb(&report?);
         }
         Ok(total)
@@ -919,31 +919,6 @@ pub fn build_request(
         builder = builder.header(*name, *value);
     }
     Ok(builder.body(Full::new(Bytes::from(body)))?)
-}
-
-/// Polls every future in `futures` until all are done, in this task (the
-/// component calls interleave at their store commits).
-async fn join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *output = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
