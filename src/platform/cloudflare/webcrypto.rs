@@ -53,41 +53,38 @@ fn object(members: &[(&str, &str)]) -> Object {
     o
 }
 
-/// What to import: the cache tag, the raw bytes, the import algorithm and
-/// the verify algorithm.
-fn describe(key: VerifyingKey<'_>) -> (Vec<u8>, Object, Object) {
-    match key {
+/// What to import: the cache identity (an algorithm tag, then the raw
+/// bytes, so that no secret can pose as a public key), the raw bytes, the
+/// import algorithm and the verify algorithm.
+fn describe(key: VerifyingKey<'_>) -> (Vec<u8>, Vec<u8>, Object, Object) {
+    let (tag, raw, import_as, verify_as) = match key {
         VerifyingKey::Hs256(secret) => (
+            0,
             secret.to_vec(),
             object(&[("name", "HMAC"), ("hash", "SHA-256")]),
             object(&[("name", "HMAC")]),
         ),
         VerifyingKey::Public(KeyKind::Ed25519(x)) => (
+            1,
             x.to_vec(),
             object(&[("name", "Ed25519")]),
             object(&[("name", "Ed25519")]),
         ),
         VerifyingKey::Public(KeyKind::P256 { x, y }) => (
+            2,
             KeyKind::sec1(x, y).to_vec(),
             object(&[("name", "ECDSA"), ("namedCurve", "P-256")]),
             object(&[("name", "ECDSA"), ("hash", "SHA-256")]),
         ),
-    }
-}
-
-fn tag(key: VerifyingKey<'_>) -> u8 {
-    match key {
-        VerifyingKey::Hs256(_) => 0,
-        VerifyingKey::Public(KeyKind::Ed25519(_)) => 1,
-        VerifyingKey::Public(KeyKind::P256 { .. }) => 2,
-    }
+    };
+    let mut id = Vec::with_capacity(raw.len() + 1);
+    id.push(tag);
+    id.extend_from_slice(&raw);
+    (id, raw, import_as, verify_as)
 }
 
 async fn imported(key: VerifyingKey<'_>) -> Result<(JsValue, Object), KeyUnusable> {
-    let (raw, import_as, verify_as) = describe(key);
-    let mut id = Vec::with_capacity(raw.len() + 1);
-    id.push(tag(key));
-    id.extend_from_slice(&raw);
+    let (id, raw, import_as, verify_as) = describe(key);
     let kept = KEYS.with(|k| {
         k.borrow()
             .iter()
