@@ -13,7 +13,7 @@ use mcp_tasks_edge::tools::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Harness, caps, config, meta};
+use crate::support::{Harness, caps, config, input_keys, meta};
 
 fn accept(content: Value) -> Value {
     json!({"action": "accept", "content": content})
@@ -37,13 +37,7 @@ fn partial_update_keeps_the_task_waiting_and_lists_only_outstanding_keys() {
     let h = Harness::new();
     let task = h.start("multi_input", json!({}));
     let t = wait_for_input(&h, &task);
-    let keys: Vec<String> = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    assert_eq!(keys, ["approval", "reviewer"]);
+    assert_eq!(input_keys(&t), ["approval", "reviewer"]);
 
     let (_, ack) = update(
         &h,
@@ -53,14 +47,7 @@ fn partial_update_keeps_the_task_waiting_and_lists_only_outstanding_keys() {
     assert_eq!(ack["result"], json!({"resultType": "complete"}));
     let t = h.get(&task);
     assert_eq!(t["status"], "input_required");
-    assert_eq!(
-        t["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect::<Vec<_>>(),
-        ["reviewer"]
-    );
+    assert_eq!(input_keys(&t), ["reviewer"]);
 
     // Already answered, unknown and junk keys are ignored, and still acked.
     let before = h.store.len();
@@ -370,13 +357,7 @@ fn mrtr_rounds_come_before_the_task() {
     );
     assert_eq!(r1["resultType"], "input_required");
     assert!(r1.get("taskId").is_none());
-    let key = r1["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = input_keys(&r1)[0].clone();
     let state = r1["requestState"].as_str().unwrap().to_owned();
     let round2 = json!({"name": "test_tool_with_task", "arguments": {}, "inputResponses": {&key: accept(json!({"name": "Alice"}))}, "requestState": state});
     let r2 = h.ok("tools/call", round2.clone());

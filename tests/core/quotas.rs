@@ -9,7 +9,7 @@ use mcp_tasks_edge::http::{HttpBody, Next};
 use mcp_tasks_edge::store::Store;
 use serde_json::{Value, json};
 
-use crate::support::{Harness, caps, config, meta, owner, standard_headers};
+use crate::support::{Harness, caps, config, input_keys, meta, owner, standard_headers};
 
 fn harness(edit: impl FnOnce(&mut mcp_tasks_edge::limits::Limits)) -> Harness {
     let mut c = config();
@@ -240,13 +240,7 @@ fn an_answer_that_would_make_a_task_too_large_is_refused() {
     let id = h.start("generate_report", json!({"size": "small"}));
     let t = h.run_until_settled(&id, 1_000, 10);
     assert_eq!(t["status"], "input_required", "{t}");
-    let key = t["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
+    let key = input_keys(&t)[0].clone();
     let big = json!({"taskId": id, "inputResponses": {&key: {"action": "accept",
         "content": {"approved": true, "note": "n".repeat(30_000)}}}});
     let before = block_on(h.store.get(&id)).unwrap();

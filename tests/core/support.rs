@@ -204,6 +204,16 @@ impl Harness {
     }
 }
 
+/// The keys of a result's `inputRequests`, in order.
+pub fn input_keys(result: &Value) -> Vec<String> {
+    result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
 pub fn body_json(resp: &HttpResponse) -> Value {
     match &resp.body {
         HttpBody::Bytes(b) if !b.is_empty() => serde_json::from_slice(b).unwrap(),

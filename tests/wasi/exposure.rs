@@ -68,6 +68,16 @@ fn has_whole_body(resp: &[u8]) -> bool {
         .is_none_or(|n| body.len() >= n)
 }
 
+/// A whole 2026-07-28 request as raw HTTP/1.1: `POST /mcp` to `host`
+/// with the standard headers, `Mcp-Method: method`, the `extra` header
+/// lines (each ending in CRLF) and `body`.
+fn mcp_request(host: &str, method: &str, extra: &str, body: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: {method}\r\n{extra}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 pub(crate) fn status_of(resp: &str) -> u16 {
     resp.split(' ')
         .nth(1)
@@ -182,10 +192,7 @@ async fn insecure_local_answers_loopback_hosts_only() {
         ("evil.example", 403),
         ("192.168.1.20:8788", 403),
     ] {
-        let head = format!(
-            "POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: server/discover\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let head = mcp_request(host, "server/discover", "connection: close\r\n", body);
         let (resp, _) = answer_to_head(running.addr, &head).await;
         assert_eq!(status_of(&resp), status, "{host}: {resp}");
     }
@@ -234,13 +241,7 @@ async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
     .to_string();
     let mut stream = TcpStream::connect(running.addr).await.unwrap();
     stream
-        .write_all(
-            format!(
-                "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{listen}",
-                listen.len()
-            )
-            .as_bytes(),
-        )
+        .write_all(mcp_request("127.0.0.1", "subscriptions/listen", "", &listen).as_bytes())
         .await
         .unwrap();
     let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
@@ -251,9 +252,11 @@ async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert_eq!(rt.live_instances(), 1);
     let discover = r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: server/discover\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{discover}",
-        discover.len()
+    let head = mcp_request(
+        "127.0.0.1",
+        "server/discover",
+        "connection: close\r\n",
+        discover,
     );
     let (resp, _) = answer_to_head(running.addr, &head).await;
     assert_eq!(status_of(&resp), 503, "{resp}");
@@ -290,10 +293,7 @@ async fn listen_streams_beyond_the_cap_are_refused_and_the_others_keep_working()
         "params": {"notifications": {"taskIds": [task]}, "_meta": crate::support::meta(crate::support::caps())},
     })
     .to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: subscriptions/listen\r\ncontent-length: {}\r\n\r\n{listen}",
-        listen.len()
-    );
+    let head = mcp_request("127.0.0.1", "subscriptions/listen", "", &listen);
     let mut open = Vec::new();
     let mut buf = [0u8; 4096];
     for _ in 0..2 {
@@ -335,9 +335,11 @@ async fn start_slow_task(addr: std::net::SocketAddr) -> String {
     .to_string();
     let (resp, _) = answer_to_head(
         addr,
-        &format!(
-            "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: slow_compute\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{call}",
-            call.len()
+        &mcp_request(
+            "127.0.0.1",
+            "tools/call",
+            "mcp-name: slow_compute\r\nconnection: close\r\n",
+            &call,
         ),
     )
     .await;
