@@ -575,8 +575,8 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
         #[serde(default)]
         key_ops: Option<Vec<String>>,
     }
-    let jwks: Jwks =
-        serde_json::from_str(text).map_err(|_| "the key set is not a JWKS document".to_string())?;
+    let jwks: Jwks = crate::json::from_str(text)
+        .map_err(|_| "the key set is not a JWKS document".to_string())?;
     let decode = |v: &Option<String>, what: &str| -> Result<Vec<u8>, String> {
         v.as_deref()
             .and_then(b64url_decode)

@@ -25,6 +25,7 @@ pub mod demo;
 pub mod error;
 pub mod http;
 pub mod ids;
+mod json;
 #[cfg(feature = "legacy")]
 pub mod legacy;
 pub mod limits;

@@ -684,7 +684,7 @@ impl<S: Store> Server<S> {
     /// Reads the required `_meta` members and checks the version against the
     /// header and the versions this server speaks.
     fn negotiate(&self, raw: &str, mirror: &Mirror<'_>) -> Result<ClientCapabilities, RpcError> {
-        let meta: MetaOnly<'_> = serde_json::from_str(raw)
+        let meta: MetaOnly<'_> = crate::json::from_str(raw)
             .map_err(|_| RpcError::missing_meta("Invalid params: _meta must be an object."))?;
         let meta = meta.meta.ok_or_else(|| {
             RpcError::missing_meta("Invalid params: the required params._meta is missing.")
@@ -695,7 +695,7 @@ impl<S: Store> Server<S> {
                 meta_keys::PROTOCOL_VERSION
             ))
         })?;
-        let version: String = serde_json::from_str(version_raw.get()).map_err(|_| {
+        let version: String = crate::json::from_str(version_raw.get()).map_err(|_| {
             RpcError::missing_meta(format!(
                 "Invalid params: {} must be a string.",
                 meta_keys::PROTOCOL_VERSION
@@ -707,7 +707,7 @@ impl<S: Store> Server<S> {
                 meta_keys::CLIENT_CAPABILITIES
             ))
         })?;
-        let caps: ClientCapabilities = serde_json::from_str(caps_raw.get()).map_err(|_| {
+        let caps: ClientCapabilities = crate::json::from_str(caps_raw.get()).map_err(|_| {
             RpcError::missing_meta(format!(
                 "Invalid params: {} is malformed.",
                 meta_keys::CLIENT_CAPABILITIES
@@ -1107,7 +1107,7 @@ pub(crate) fn progress_token(raw_params: &str) -> Option<Value> {
         #[serde(rename = "progressToken", default)]
         token: Option<Value>,
     }
-    serde_json::from_str::<P>(raw_params)
+    crate::json::from_str::<P>(raw_params)
         .ok()?
         .meta?
         .token
@@ -1173,7 +1173,7 @@ fn ack() -> Value {
 
 /// Phase two: the method's exact params type. A mismatch is -32602.
 fn typed<T: DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
-    serde_json::from_str(raw).map_err(|e| {
+    crate::json::from_str(raw).map_err(|e| {
         RpcError::invalid_params(format!(
             "Invalid params for {method}: {}.",
             truncate(&e.to_string(), 200)

@@ -184,7 +184,7 @@ impl Round {
         let Some(entry) = store.get(key).await.map_err(TaskError::from)? else {
             return Ok(None);
         };
-        let round = serde_json::from_str(&entry.body)
+        let round = crate::json::from_str(&entry.body)
             .map_err(|_| RpcError::internal("Internal error: a pending round is unreadable."))?;
         Ok(Some((entry.version, round)))
     }

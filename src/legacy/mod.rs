@@ -338,7 +338,7 @@ async fn dispatch<S: Store>(
             // they are, never parsed into values.
             let p: TaskParams = params(raw, method)?;
             let snapshot = own_snapshot(server, lc, &p.task_id).await?;
-            let task: TaskFields<'_> = serde_json::from_str(&snapshot)
+            let task: TaskFields<'_> = crate::json::from_str(&snapshot)
                 .map_err(|_| RpcError::internal("Internal error: a task could not be read."))?;
             trace.task_id = Some(p.task_id);
             Ok(Answer::Json(result_bytes(id, &task)))
@@ -413,7 +413,7 @@ async fn dispatch<S: Store>(
 }
 
 fn params<T: serde::de::DeserializeOwned>(raw: &str, method: &str) -> Result<T, RpcError> {
-    serde_json::from_str(raw).map_err(|e| {
+    crate::json::from_str(raw).map_err(|e| {
         RpcError::invalid_params(format!(
             "Invalid params for {method}: {}.",
             truncate(&e.to_string(), 200)
@@ -713,7 +713,7 @@ async fn own_snapshot<S: Store>(
 
 /// The caller's task as its stored snapshot, parsed.
 async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Result<Value, RpcError> {
-    serde_json::from_str(&own_snapshot(server, lc, id).await?)
+    crate::json::from_str(&own_snapshot(server, lc, id).await?)
         .map_err(|_| RpcError::internal("Internal error: a task could not be read."))
 }
 
@@ -815,7 +815,7 @@ async fn tasks_list<S: Store>(
         )
         .await?
         {
-            let snapshot: Value = serde_json::from_str(&view.snapshot).unwrap_or(Value::Null);
+            let snapshot: Value = crate::json::from_str(&view.snapshot).unwrap_or(Value::Null);
             tasks.push(task_object(&snapshot));
         }
     }
@@ -860,12 +860,12 @@ mod tests {
         assert_eq!(task_object(&snap), want);
         // The borrowed form renders the same object.
         let text = snap.to_string();
-        let fields: TaskFields<'_> = serde_json::from_str(&text).unwrap();
+        let fields: TaskFields<'_> = crate::json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_value(&fields).unwrap(), want);
         let with_message = json!({"taskId": "t", "status": "failed", "statusMessage": "x",
             "createdAt": "a", "lastUpdatedAt": "b", "ttlMs": null, "pollIntervalMs": 7});
         let text = with_message.to_string();
-        let fields: TaskFields<'_> = serde_json::from_str(&text).unwrap();
+        let fields: TaskFields<'_> = crate::json::from_str(&text).unwrap();
         assert_eq!(
             serde_json::to_value(&fields).unwrap(),
             task_object(&with_message)

@@ -225,7 +225,7 @@ impl Stream {
             Ok(v) => v,
             Err(e) => return self.fail(&e.into()),
         };
-        let snapshot: Value = serde_json::from_str(&view.snapshot).unwrap_or(Value::Null);
+        let snapshot: Value = crate::json::from_str(&view.snapshot).unwrap_or(Value::Null);
         let changed = *last != Some(view.status);
         *last = Some(view.status);
         if related && changed && !view.status.is_terminal() {

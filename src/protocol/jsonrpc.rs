@@ -23,7 +23,7 @@ pub enum Id {
 impl Id {
     /// Reads an id from raw JSON; `None` for null, floats, objects and the like.
     fn from_raw(raw: &RawValue) -> Option<Id> {
-        match serde_json::from_str::<serde_json::Value>(raw.get()).ok()? {
+        match crate::json::from_str::<serde_json::Value>(raw.get()).ok()? {
             serde_json::Value::String(s) => Some(Id::Str(s)),
             serde_json::Value::Number(n) => {
                 n.as_i64().map(Id::Int).or_else(|| n.as_u64().map(Id::Uint))
@@ -99,7 +99,7 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
     if text.trim_start().as_bytes().first() != Some(&b'{') {
         return Err(classify_unparsable(text));
     }
-    let env: RawEnvelope<'_> = match serde_json::from_str(text) {
+    let env: RawEnvelope<'_> = match crate::json::from_str(text) {
         Ok(env) => env,
         Err(_) => return Err(classify_unparsable(text)),
     };
@@ -126,7 +126,7 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
         return Err(invalid("Clients must not send responses to the server."));
     }
     let method = match env.method {
-        Some(raw) => match serde_json::from_str::<String>(raw.get()) {
+        Some(raw) => match crate::json::from_str::<String>(raw.get()) {
             Ok(m) => m,
             Err(_) => return Err(invalid("The method member must be a string.")),
         },
@@ -146,7 +146,7 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
 }
 
 fn classify_unparsable(body: &str) -> EnvelopeError {
-    match serde_json::from_str::<IgnoredAny>(body) {
+    match crate::json::from_str::<IgnoredAny>(body) {
         Err(_) => EnvelopeError {
             id: None,
             error: RpcError::parse_error(),
@@ -178,7 +178,7 @@ fn recover_id(body: &str) -> Option<Id> {
         #[serde(borrow)]
         id: Option<&'a RawValue>,
     }
-    let v: OnlyId<'_> = serde_json::from_str(body).ok()?;
+    let v: OnlyId<'_> = crate::json::from_str(body).ok()?;
     v.id.and_then(Id::from_raw)
 }
 
@@ -352,7 +352,7 @@ mod tests {
         );
         match parse_message(deep.as_bytes()) {
             Ok(m) => {
-                let typed = serde_json::from_str::<serde_json::Value>(m.params.unwrap().get());
+                let typed = crate::json::from_str::<serde_json::Value>(m.params.unwrap().get());
                 assert!(typed.is_err(), "the recursion limit must stop deep params");
             }
             Err(e) => assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST),
@@ -363,7 +363,7 @@ mod tests {
         // A number no float can hold stays raw in phase one; phase two refuses it.
         let m = parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":1e999}}"#)
             .unwrap();
-        assert!(serde_json::from_str::<serde_json::Value>(m.params.unwrap().get()).is_err());
+        assert!(crate::json::from_str::<serde_json::Value>(m.params.unwrap().get()).is_err());
         let big =
             parse_message(br#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#).unwrap();
         assert_eq!(big.id, Some(Id::Uint(u64::MAX)));

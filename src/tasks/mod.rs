@@ -72,7 +72,7 @@ impl<'a> StoredView<'a> {
     /// views were stored.
     fn of(body: &'a str) -> Option<Self> {
         let (view, _) = body.split_once('\n')?;
-        serde_json::from_str(view).ok()
+        crate::json::from_str(view).ok()
     }
 }
 
@@ -118,7 +118,7 @@ pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, TaskEr
 pub fn decode(body: &str) -> Result<TaskRecord, TaskError> {
     // Without a view line: a record written before snapshots were stored.
     let record = body.split_once('\n').map_or(body, |(_, record)| record);
-    serde_json::from_str::<TaskRecord>(record).map_err(|_| TaskError::Unreadable)
+    crate::json::from_str::<TaskRecord>(record).map_err(|_| TaskError::Unreadable)
 }
 
 /// If the stored task `body` under `key` is finished (terminal), when it
@@ -128,7 +128,7 @@ pub fn finished_until(key: &str, body: &str) -> Option<Millis> {
         if !v.status.is_terminal() {
             return None;
         }
-        let id: SnapshotId<'_> = serde_json::from_str(v.snapshot.get()).ok()?;
+        let id: SnapshotId<'_> = crate::json::from_str(v.snapshot.get()).ok()?;
         return (id.task_id == key).then_some(v.expires_at);
     }
     let record = decode(body).ok()?;

@@ -32,7 +32,7 @@ pub fn expiry(body: &str) -> Option<Millis> {
         expires_at: Millis,
     }
     let first = body.split('\n').next()?;
-    serde_json::from_str::<Expiry>(first)
+    crate::json::from_str::<Expiry>(first)
         .ok()
         .map(|e| e.expires_at)
 }

@@ -149,7 +149,7 @@ impl Outstanding {
 }
 
 fn decode(key: &str, body: &str) -> Result<Outstanding, TaskError> {
-    serde_json::from_str::<Outstanding>(body)
+    crate::json::from_str::<Outstanding>(body)
         .map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
 }
 

@@ -48,7 +48,7 @@ pub fn key(owner: &Owner) -> String {
 }
 
 fn decode(key: &str, body: &str) -> Result<Open, TaskError> {
-    serde_json::from_str(body).map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
+    crate::json::from_str(body).map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
 }
 
 /// A read-modify-write of the record with compare-and-swap; `edit` says

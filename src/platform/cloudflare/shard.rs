@@ -446,7 +446,7 @@ impl Shard {
     /// One store operation from the Worker (the shard protocol of `wire`).
     pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let reply = match req.text().await {
-            Ok(text) => match serde_json::from_str::<Op>(&text) {
+            Ok(text) => match crate::json::from_str::<Op>(&text) {
                 Ok(op) => self.handle(op).await,
                 Err(e) => Reply::Unavailable(format!("not a shard operation: {e}")),
             },

@@ -77,7 +77,7 @@ impl DoStore {
                 resp.status_code()
             )));
         }
-        serde_json::from_str(&text).map_err(|e| unavailable("decode reply", e))
+        crate::json::from_str(&text).map_err(|e| unavailable("decode reply", e))
     }
 
     /// `op` on the shard that owns `key`. A key no shard can own (a

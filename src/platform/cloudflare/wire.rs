@@ -195,7 +195,7 @@ pub fn cacheable(key: &str, entry: &Entry, now: Millis) -> Option<(String, u64)>
 
 /// Reads a cached value back; `None` if it is not one of ours.
 pub fn from_cache(value: &str) -> Option<Entry> {
-    serde_json::from_str(value).ok()
+    crate::json::from_str(value).ok()
 }
 
 #[cfg(test)]
