@@ -68,8 +68,11 @@ impl TaskTool for GenerateReport {
     const TITLE: Option<&'static str> = Some("Generate report");
     const DESCRIPTION: &'static str = "Drafts a report outline, asks you to approve it, then generates the report. Runs as a durable task.";
 
+    // Its steps compute from the task alone (no outbound calls).
     fn requirements(&self) -> Requirements {
-        Requirements::new(TaskSupport::Required).with_form_elicitation()
+        Requirements::new(TaskSupport::Required)
+            .with_form_elicitation()
+            .with_replayable_steps()
     }
 
     fn start(&self, _args: &Args) -> Start<Phase> {

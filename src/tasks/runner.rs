@@ -15,6 +15,17 @@
 //! exponentially; a step that reaches [`RetryPolicy::max_attempts`] without
 //! a result (it keeps asking to retry, or its runner keeps dying) ends its
 //! task `failed`, so a poison task leaves the due index.
+//!
+//! **Replayable steps** (a tool that declares
+//! [`Requirements::with_replayable_steps`](crate::tools::Requirements::with_replayable_steps))
+//! skip the claim while their task has been due for less than
+//! [`UNLEASED_WINDOW_MS`] and no attempt of the step has been counted: the
+//! runner steps the record as it read it and commits with compare-and-swap
+//! on that version, one write instead of two. Two runners may then run the
+//! same step at once; one commit wins and the other is fenced. A step that
+//! never commits (its runner died) is retried unleased only within the
+//! window; after it, the step is claimed and counted like any other, so a
+//! poison task still ends `failed`.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{TaskError, decode, load, quarantine, save, save_encoded};
@@ -31,6 +42,10 @@ use serde_json::Value;
 
 /// How often a commit is retried after a client changed the record.
 const COMMIT_ATTEMPTS: usize = 4;
+
+/// How long after its task became due a replayable step may run without a
+/// lease (see the module notes). Past it, the step is claimed and counted.
+pub const UNLEASED_WINDOW_MS: Millis = 2_000;
 
 /// What one tick did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -138,12 +153,19 @@ impl Slice {
     }
 }
 
-/// A task this runner holds a lease on.
+/// A task this runner holds a lease on, or steps without one (a
+/// replayable step, see the module notes).
 #[derive(Clone, Debug)]
 pub struct Claim {
+    /// The version the commit is conditioned on.
     pub version: Version,
     pub record: TaskRecord,
+    /// The lease, and the step's time limit. Stored in the record only when
+    /// `leased`.
     pub lease: Lease,
+    /// Whether the lease was written (and the attempt counted) before the
+    /// step.
+    pub leased: bool,
 }
 
 /// What claiming a due task led to.
@@ -468,20 +490,44 @@ impl<'a, S: Store> Runner<'a, S> {
                 Err(_) => Ok(ClaimOutcome::Skipped),
             };
         }
-        record.attempts = record.attempts.saturating_add(1);
         let lease = Lease {
             runner: self.id.to_owned(),
             expires_at: now.saturating_add(self.lease_ms as i64),
         };
+        if self.unleased(&record, now) {
+            return Ok(ClaimOutcome::Claimed(Box::new(Claim {
+                version,
+                record,
+                lease,
+                leased: false,
+            })));
+        }
+        record.attempts = record.attempts.saturating_add(1);
         record.lease = Some(lease.clone());
         match save(self.store, Some(version), &record, self.server_info).await? {
             Ok(version) => Ok(ClaimOutcome::Claimed(Box::new(Claim {
                 version,
                 record,
                 lease,
+                leased: true,
             }))),
             Err(_) => Ok(ClaimOutcome::Skipped),
         }
+    }
+
+    /// Whether the due, unleased `record` may step without a claim: its tool
+    /// declares replayable steps, no attempt of this step was counted, and
+    /// it became due less than [`UNLEASED_WINDOW_MS`] ago.
+    fn unleased(&self, record: &TaskRecord, now: Millis) -> bool {
+        record.lease.is_none()
+            && record.attempts == 0
+            && record
+                .wake_at
+                .is_some_and(|w| w <= now && now.saturating_sub(w) < UNLEASED_WINDOW_MS)
+            && self
+                .tools
+                .get(&record.tool)
+                .is_some_and(|t| t.requirements().replayable_steps)
     }
 
     /// When a step started at `now` under `lease` must be done: a margin
@@ -546,6 +592,10 @@ impl<'a, S: Store> Runner<'a, S> {
                 return Ok(CommitOutcome::LeaseExpired);
             }
             let mut record = claim.record.clone();
+            if !claim.leased {
+                // The attempt is counted with its outcome.
+                record.attempts = record.attempts.saturating_add(1);
+            }
             apply_outcome(&mut record, outcome.clone(), now, &self.retry);
             let mut body = super::encode(&record, self.server_info)?;
             if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
@@ -564,21 +614,27 @@ impl<'a, S: Store> Runner<'a, S> {
             match save_encoded(self.store, Some(claim.version), &record, &body).await? {
                 Ok(_) => return Ok(CommitOutcome::Committed(record.status())),
                 Err(_) => {
-                    // Someone wrote since the lease: a client (keep its change
-                    // and apply the outcome on top of it) or a runner that
-                    // took the task over (stop).
+                    // Someone wrote since the lease (or the read): a client
+                    // (keep its change and apply the outcome on top of it)
+                    // or a runner that took the task over or stepped it
+                    // (stop).
                     let Some((version, fresh)) = load(self.store, &claim.record.id).await? else {
                         return Ok(CommitOutcome::Fenced);
                     };
-                    if fresh.lease.as_ref() != Some(&claim.lease)
-                        || fresh.status() != TaskStatus::Working
-                    {
+                    let ours = if claim.leased {
+                        fresh.lease.as_ref() == Some(&claim.lease)
+                    } else {
+                        fresh.lease.is_none()
+                            && fresh.steps == claim.record.steps
+                            && fresh.attempts == claim.record.attempts
+                    };
+                    if !ours || fresh.status() != TaskStatus::Working {
                         return Ok(CommitOutcome::Fenced);
                     }
                     claim = Claim {
                         version,
                         record: fresh,
-                        lease: claim.lease,
+                        ..claim
                     };
                 }
             }

@@ -52,6 +52,9 @@ pub struct Requirements {
     pub form_elicitation: bool,
     /// The tool asks for sampling.
     pub sampling: bool,
+    /// The tool's steps may run more than once at the same time without
+    /// harm (see [`Requirements::with_replayable_steps`]).
+    pub replayable_steps: bool,
 }
 
 impl Requirements {
@@ -60,6 +63,7 @@ impl Requirements {
             tasks,
             form_elicitation: false,
             sampling: false,
+            replayable_steps: false,
         }
     }
 
@@ -70,6 +74,25 @@ impl Requirements {
 
     pub const fn with_sampling(mut self) -> Self {
         self.sampling = true;
+        self
+    }
+
+    /// Declares that the tool's steps only compute from the task (its
+    /// arguments, state and answers) and reach nothing outside it: running
+    /// one twice, even at the same time, changes nothing but the work done.
+    /// The runner then steps a freshly due task without writing a lease
+    /// first (one store write per step instead of two); the commit's
+    /// compare-and-swap keeps exactly one outcome. Leave it off for steps
+    /// that call other services.
+    ///
+    /// ```
+    /// use mcp_tasks_edge::tools::{Requirements, TaskSupport};
+    ///
+    /// let needs = Requirements::new(TaskSupport::Required).with_replayable_steps();
+    /// assert!(needs.replayable_steps);
+    /// ```
+    pub const fn with_replayable_steps(mut self) -> Self {
+        self.replayable_steps = true;
         self
     }
 }
@@ -463,6 +486,15 @@ pub enum StepOutcome {
 ///   of attempts without a result (it keeps asking to retry, or keeps
 ///   crashing) ends its task `failed`, so a poison task never wedges the
 ///   runner.
+/// - A tool whose [`Requirements`] declare
+///   [replayable steps](Requirements::with_replayable_steps) has a freshly
+///   due step run without a lease (one store write per step instead of
+///   two); its attempt is counted when it commits. Such a step may run on
+///   two runners at once; one commit wins. A step that keeps crashing is
+///   claimed and counted like any other once its task has been due for
+///   [`UNLEASED_WINDOW_MS`](crate::tasks::runner::UNLEASED_WINDOW_MS).
+///   A `tasks/cancel` during such a step cancels the task at once, and the
+///   step's outcome is dropped.
 pub trait Tool: Send + Sync {
     fn descriptor(&self) -> ToolDescriptor;
 

@@ -247,3 +247,32 @@ fn ticks_on_disjoint_slices_advance_every_due_task_exactly_once() {
         assert_eq!(slices.iter().filter(|s| s.owns(task)).count(), 1);
     }
 }
+
+#[test]
+fn two_runners_may_run_a_replayable_step_at_once_and_exactly_one_commits() {
+    let store = Arc::new(MemoryStore::new());
+    let a = Harness::over(store.clone(), 1);
+    let b = Harness::over(store.clone(), 2);
+    let task = a.start("generate_report", json!({"size": "small"}));
+    let t = a.now.get() + 1_000;
+    let claim_a = claimed(block_on(a.server.runner().claim(&task, t)).unwrap());
+    let claim_b = claimed(block_on(b.server.runner().claim(&task, t)).unwrap());
+    assert!(!claim_a.leased && !claim_b.leased);
+    let out_a = block_on(a.server.runner().step(&claim_a, t));
+    let out_b = block_on(b.server.runner().step(&claim_b, t));
+    assert_eq!(
+        block_on(b.server.runner().commit(claim_b, out_b, t)).unwrap(),
+        CommitOutcome::Committed(TaskStatus::InputRequired)
+    );
+    assert_eq!(
+        block_on(a.server.runner().commit(claim_a, out_a, t)).unwrap(),
+        CommitOutcome::Fenced
+    );
+    let got = a.get(&task);
+    assert_eq!(got["status"], "input_required", "{got}");
+    assert_eq!(
+        got["inputRequests"].as_object().map(|m| m.len()),
+        Some(1),
+        "{got}"
+    );
+}

@@ -227,7 +227,8 @@ fn cancel_on_a_terminal_task_acks_and_changes_nothing() {
 #[test]
 fn cancel_during_a_running_step_is_honoured_at_the_step_boundary() {
     let h = Harness::new();
-    let task = h.start("generate_report", json!({"size": "medium"}));
+    // A tool whose steps are claimed (not replayable).
+    let task = h.start("confirm_delete", json!({"filename": "f"}));
     h.advance(1_000);
     let runner = h.server.runner();
     let claim = match mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap() {
@@ -244,6 +245,30 @@ fn cancel_during_a_running_step_is_honoured_at_the_step_boundary() {
         mcp_tasks_edge::tasks::runner::CommitOutcome::Committed(
             mcp_tasks_edge::protocol::tasks::TaskStatus::Cancelled
         )
+    );
+    assert_eq!(h.status(&task), "cancelled");
+}
+
+#[test]
+fn cancel_during_an_unleased_step_cancels_at_once_and_fences_the_step() {
+    let h = Harness::new();
+    // generate_report declares replayable steps: no lease is written.
+    let task = h.start("generate_report", json!({"size": "medium"}));
+    h.advance(1_000);
+    let runner = h.server.runner();
+    let claim = match mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap() {
+        mcp_tasks_edge::tasks::runner::ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    assert!(!claim.leased);
+    // No step holds the task, so the cancellation takes effect at once.
+    h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(h.status(&task), "cancelled");
+    let outcome = mcp_tasks_edge::block_on(runner.step(&claim, h.now.get()));
+    let committed = mcp_tasks_edge::block_on(runner.commit(claim, outcome, h.now.get())).unwrap();
+    assert_eq!(
+        committed,
+        mcp_tasks_edge::tasks::runner::CommitOutcome::Fenced
     );
     assert_eq!(h.status(&task), "cancelled");
 }

@@ -180,6 +180,24 @@ fn each_method_costs_the_minimum() {
     let ttl = s.config().task_ttl_ms as i64;
     assert_eq!(block_on(s.tick(T0 + ttl)).purged, 2);
     assert_eq!(store.take(), counts(2, 0, 2, 2));
+    let later = T0 + ttl;
+    // A replayable step (generate_report) skips the lease: the due query,
+    // a read, the commit, the next due.
+    let r = send(
+        &s,
+        later,
+        "tools/call",
+        json!({"name": "generate_report", "arguments": {"size": "small"}}),
+    );
+    assert!(r["result"]["taskId"].is_string(), "{r}");
+    store.take();
+    let outline = mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS as i64;
+    assert_eq!(block_on(s.tick(later + outline)).stepped, 1);
+    assert_eq!(
+        store.take(),
+        counts(1, 1, 0, 2),
+        "replayable step: due query, read, commit, next due"
+    );
 }
 
 #[test]

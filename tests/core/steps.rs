@@ -14,8 +14,11 @@ use mcp_tasks_edge::outbound::{
 };
 use mcp_tasks_edge::server::Config;
 use mcp_tasks_edge::store::MemoryStore;
+use mcp_tasks_edge::tasks::runner::UNLEASED_WINDOW_MS;
 use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome, idempotency_key};
-use mcp_tasks_edge::tools::{Start, Step, StepContext, StepOutcome, TaskTool, ToolSet, task_tool};
+use mcp_tasks_edge::tools::{
+    Requirements, Start, Step, StepContext, StepOutcome, TaskSupport, TaskTool, ToolSet, task_tool,
+};
 use serde_json::{Value, json};
 
 use crate::support::{Harness, config};
@@ -367,6 +370,34 @@ impl TaskTool for Counting {
     }
 }
 
+/// A task tool with replayable steps that counts them and asks to retry
+/// its first one.
+struct ReplayCounting(Arc<AtomicUsize>);
+
+impl TaskTool for ReplayCounting {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "replay_counting";
+    const DESCRIPTION: &'static str = "counts replayable steps";
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_replayable_steps()
+    }
+    fn start(&self, _: &NoArgs) -> Start<()> {
+        Start::now(())
+    }
+    async fn step(&self, _: NoArgs, _: (), cx: &StepContext<'_>) -> Step<(), String> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        if cx.step_number() == 0 {
+            return Step::Retry {
+                error: "not yet".to_owned(),
+                after_ms: Some(10),
+            };
+        }
+        Step::after((), 1_000)
+    }
+}
+
 /// Operator log lines written by the servers of these tests.
 static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
@@ -389,7 +420,8 @@ fn counting_harness(max_attempts: u32) -> (Harness, Arc<AtomicUsize>) {
     let mut cfg = config();
     cfg.retry.max_attempts = max_attempts;
     let tools = mcp_tasks_edge::demo::tools(mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS)
-        .with(task_tool(Counting(steps.clone())));
+        .with(task_tool(Counting(steps.clone())))
+        .with(task_tool(ReplayCounting(steps.clone())));
     let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
         mcp_tasks_edge::server::Server::new(
             s.store().clone(),
@@ -570,4 +602,68 @@ fn an_undecodable_record_is_quarantined_once_and_others_go_on() {
         block_on(store.get(&format!("qrn_{poison_view}"))).unwrap(),
         None
     );
+}
+
+#[test]
+fn an_unleased_step_that_never_commits_is_claimed_and_counted_after_the_window() {
+    let (h, _) = counting_harness(3);
+    let poison = h.start("replay_counting", json!({}));
+    let lease = h.server.config().lease_ms as i64;
+    let due = h.now.get();
+    // Within the window, runners that die mid-step leave nothing behind:
+    // each next runner steps it unleased again.
+    for t in [due, due + UNLEASED_WINDOW_MS - 1] {
+        let claim = match block_on(h.server.runner().claim(&poison, t)).unwrap() {
+            ClaimOutcome::Claimed(c) => *c,
+            other => panic!("{other:?}"),
+        };
+        assert!(!claim.leased && claim.record.attempts == 0, "{claim:?}");
+    }
+    // Past it, every start is claimed and counted, and the third runner
+    // to die makes the task fail.
+    let mut t = due + UNLEASED_WINDOW_MS;
+    for attempt in 1..=3 {
+        let claim = match block_on(h.server.runner().claim(&poison, t)).unwrap() {
+            ClaimOutcome::Claimed(c) => *c,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            claim.leased && claim.record.attempts == attempt,
+            "{claim:?}"
+        );
+        t += lease + 1;
+    }
+    assert!(matches!(
+        block_on(h.server.runner().claim(&poison, t)).unwrap(),
+        ClaimOutcome::GaveUp
+    ));
+    h.now.set(t);
+    let failed = h.get(&poison);
+    assert_eq!(failed["status"], "failed", "{failed}");
+}
+
+#[test]
+fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
+    let (h, steps) = counting_harness(5);
+    let task = h.start("replay_counting", json!({}));
+    let runner = h.server.runner();
+    let now = h.now.get();
+    let claim = match block_on(runner.claim(&task, now)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    assert!(!claim.leased);
+    let outcome = block_on(runner.step(&claim, now));
+    assert!(matches!(outcome, StepOutcome::Retry { .. }), "{outcome:?}");
+    assert_eq!(
+        block_on(runner.commit(claim, outcome, now)).unwrap(),
+        CommitOutcome::Committed(mcp_tasks_edge::protocol::tasks::TaskStatus::Working)
+    );
+    // The retry is counted, so the step's next start is claimed.
+    let again = match block_on(runner.claim(&task, now + 10)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    assert!(again.leased && again.record.attempts == 2, "{again:?}");
+    assert_eq!(steps.load(Ordering::SeqCst), 1);
 }
