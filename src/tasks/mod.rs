@@ -574,7 +574,9 @@ impl<'a, S: Store> TaskService<'a, S> {
 
     /// `tasks/cancel`: records cancellation intent. A task waiting on input
     /// or on a timer is cancelled at once; a running step is cancelled at its
-    /// boundary by the runner; a terminal task is left as it is.
+    /// boundary by the runner (an unleased replayable step is not seen as
+    /// running: its task is cancelled at once and its outcome dropped); a
+    /// terminal task is left as it is.
     pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), TaskError> {
         self.modify(owner, id, now, |record| {
             if record.status().is_terminal() {

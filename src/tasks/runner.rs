@@ -18,14 +18,17 @@
 //!
 //! **Replayable steps** (a tool that declares
 //! [`Requirements::with_replayable_steps`](crate::tools::Requirements::with_replayable_steps))
-//! skip the claim while their task has been due for less than
-//! [`UNLEASED_WINDOW_MS`] and no attempt of the step has been counted: the
-//! runner steps the record as it read it and commits with compare-and-swap
-//! on that version, one write instead of two. Two runners may then run the
-//! same step at once; one commit wins and the other is fenced. A step that
-//! never commits (its runner died) is retried unleased only within the
-//! window; after it, the step is claimed and counted like any other, so a
-//! poison task still ends `failed`.
+//! skip the claim when a runner finds its task due for less than
+//! [`UNLEASED_WINDOW_MS`] and no attempt of the step counted: the runner
+//! steps the record as it read it and commits with compare-and-swap on that
+//! version, one write instead of two. Two runners may then run the same
+//! step at once; one commit wins and the other is fenced. With no lease on
+//! the record, a `tasks/cancel` cancels the task at once, and the step's
+//! outcome (even a result) is dropped. A step that never commits (its
+//! runner died) is started unleased again only within the window; after
+//! it, the step is claimed and counted like any other, so a poison task
+//! still ends `failed`. A replayable step gets no outbound HTTP: its
+//! requests fail, as on a runtime without it.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{TaskError, decode, load, quarantine, save, save_encoded};
@@ -43,8 +46,10 @@ use serde_json::Value;
 /// How often a commit is retried after a client changed the record.
 const COMMIT_ATTEMPTS: usize = 4;
 
-/// How long after its task became due a replayable step may run without a
-/// lease (see the module notes). Past it, the step is claimed and counted.
+/// How long after its task became due (by the runner's clock) a replayable
+/// step may start without a lease (see the module notes). Past it, the step
+/// is claimed and counted. An unleased step may then still be running, for
+/// up to the lease time, beside a claimed one; one of them commits.
 pub const UNLEASED_WINDOW_MS: Millis = 2_000;
 
 /// What one tick did.
@@ -188,9 +193,11 @@ pub enum ClaimOutcome {
 #[derive(Debug, PartialEq, Eq)]
 pub enum CommitOutcome {
     Committed(TaskStatus),
-    /// The lease expired before the commit; nothing was written.
+    /// The lease (for an unleased step, its time limit) expired before the
+    /// commit; nothing was written.
     LeaseExpired,
-    /// Another runner holds the task now; nothing was written.
+    /// Another runner holds or stepped the task, or a client cancelled it
+    /// during an unleased step; nothing was written.
     Fenced,
 }
 
@@ -432,7 +439,9 @@ impl<'a, S: Store> Runner<'a, S> {
     }
 
     /// Takes a lease on a due working task (or purges an expired one, or
-    /// honours a pending cancellation).
+    /// honours a pending cancellation). A replayable step within
+    /// [`UNLEASED_WINDOW_MS`] is handed out without one: nothing is written
+    /// and the claim is not `leased`.
     pub async fn claim(&self, key: &str, now: Millis) -> Result<ClaimOutcome, TaskError> {
         let Some((version, mut record)) = load(self.store, key).await? else {
             return Ok(ClaimOutcome::Skipped);
@@ -549,6 +558,12 @@ impl<'a, S: Store> Runner<'a, S> {
             store: self.store,
             id: &r.id,
         };
+        // A replayable step reaches nothing outside its task.
+        let outbound = if tool.requirements().replayable_steps {
+            &NO_OUTBOUND as &dyn Outbound
+        } else {
+            self.outbound
+        };
         let cx = StepContext {
             now,
             deadline: self.deadline(&claim.lease),
@@ -567,7 +582,7 @@ impl<'a, S: Store> Runner<'a, S> {
                 .secret(),
             idempotency_key: std::cell::OnceCell::new(),
             env: StepEnv {
-                outbound: self.outbound,
+                outbound,
                 policy: self.policy,
                 settings: self.settings,
                 cancel: &probe,

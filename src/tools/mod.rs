@@ -83,7 +83,7 @@ impl Requirements {
     /// The runner then steps a freshly due task without writing a lease
     /// first (one store write per step instead of two); the commit's
     /// compare-and-swap keeps exactly one outcome. Leave it off for steps
-    /// that call other services.
+    /// that call other services: a replayable step's outbound requests fail.
     ///
     /// ```
     /// use mcp_tasks_edge::tools::{Requirements, TaskSupport};

@@ -398,6 +398,34 @@ impl TaskTool for ReplayCounting {
     }
 }
 
+/// A replayable task tool that (wrongly) calls the job API.
+struct ReplayFetch;
+
+impl TaskTool for ReplayFetch {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "replay_fetch";
+    const DESCRIPTION: &'static str = "calls out from a replayable step";
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_replayable_steps()
+    }
+    fn start(&self, _: &NoArgs) -> Start<()> {
+        Start::now(())
+    }
+    async fn step(&self, _: NoArgs, _: (), cx: &StepContext<'_>) -> Step<(), String> {
+        let sent = cx
+            .fetch(mcp_tasks_edge::outbound::OutboundRequest::get(&format!(
+                "{API}/jobs/x"
+            )))
+            .await;
+        Step::Done(match sent {
+            Ok(r) => format!("sent: {}", r.status),
+            Err(e) => format!("refused: {e}"),
+        })
+    }
+}
+
 /// Operator log lines written by the servers of these tests.
 static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
@@ -612,13 +640,16 @@ fn an_unleased_step_that_never_commits_is_claimed_and_counted_after_the_window()
     let due = h.now.get();
     // Within the window, runners that die mid-step leave nothing behind:
     // each next runner steps it unleased again.
+    let mut versions = Vec::new();
     for t in [due, due + UNLEASED_WINDOW_MS - 1] {
         let claim = match block_on(h.server.runner().claim(&poison, t)).unwrap() {
             ClaimOutcome::Claimed(c) => *c,
             other => panic!("{other:?}"),
         };
         assert!(!claim.leased && claim.record.attempts == 0, "{claim:?}");
+        versions.push(claim.version);
     }
+    assert_eq!(versions[0], versions[1], "an unleased claim writes nothing");
     // Past it, every start is claimed and counted, and the third runner
     // to die makes the task fail.
     let mut t = due + UNLEASED_WINDOW_MS;
@@ -666,4 +697,90 @@ fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
     };
     assert!(again.leased && again.record.attempts == 2, "{again:?}");
     assert_eq!(steps.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn two_unleased_retries_of_one_step_count_once() {
+    let (h, steps) = counting_harness(5);
+    let task = h.start("replay_counting", json!({}));
+    let now = h.now.get();
+    let (a, b) = (h.server.runner(), h.server.runner());
+    let claim_a = match block_on(a.claim(&task, now)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    let claim_b = match block_on(b.claim(&task, now)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    let out_a = block_on(a.step(&claim_a, now));
+    let out_b = block_on(b.step(&claim_b, now));
+    assert_eq!(steps.load(Ordering::SeqCst), 2, "both ran the step");
+    assert_eq!(
+        block_on(a.commit(claim_a, out_a, now)).unwrap(),
+        CommitOutcome::Committed(mcp_tasks_edge::protocol::tasks::TaskStatus::Working)
+    );
+    // The same step number, but the attempt count moved: fenced.
+    assert_eq!(
+        block_on(b.commit(claim_b, out_b, now)).unwrap(),
+        CommitOutcome::Fenced
+    );
+    let next = match block_on(a.claim(&task, now + 10)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    assert!(next.leased && next.record.attempts == 2, "{next:?}");
+}
+
+#[test]
+fn an_unleased_step_cannot_commit_over_a_claim_taken_after_the_window() {
+    let (h, _) = counting_harness(5);
+    let task = h.start("replay_counting", json!({}));
+    let now = h.now.get();
+    let slow = h.server.runner();
+    let unleased = match block_on(slow.claim(&task, now)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    let outcome = block_on(slow.step(&unleased, now));
+    // Past the window another runner claims it.
+    let later = now + UNLEASED_WINDOW_MS;
+    let claim = match block_on(h.server.runner().claim(&task, later)).unwrap() {
+        ClaimOutcome::Claimed(c) => *c,
+        other => panic!("{other:?}"),
+    };
+    assert!(claim.leased && claim.record.attempts == 1);
+    assert_eq!(
+        block_on(slow.commit(unleased, outcome, later)).unwrap(),
+        CommitOutcome::Fenced
+    );
+    // The claim is kept as it was written: still leased, so skipped.
+    let again = block_on(h.server.runner().claim(&task, later + 1)).unwrap();
+    assert!(matches!(again, ClaimOutcome::Skipped), "{again:?}");
+}
+
+#[test]
+fn a_replayable_step_gets_no_outbound_http() {
+    let upstream = Rc::new(Upstream::default());
+    let fake = Rc::new(FakeOutbound::new(move |req| upstream.answer(req)));
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, job_config()).with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            job_config(),
+            mcp_tasks_edge::demo::tools(mcp_tasks_edge::demo::DEFAULT_OUTLINE_MS)
+                .with(task_tool(ReplayFetch)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+        .with_outbound(Box::new(fake.clone()))
+    });
+    let task = h.start("replay_fetch", json!({}));
+    let t = h.run_until_settled(&task, 10, 3);
+    let text = t["result"]["structuredContent"]["result"]
+        .as_str()
+        .or(t["result"]["content"][0]["text"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.starts_with("refused: "), "{t}");
+    assert!(fake.requests().is_empty(), "nothing was sent");
 }
