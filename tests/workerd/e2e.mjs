@@ -440,6 +440,23 @@ async function oneSecondStep() {
   });
 }
 
+async function replayableSteps() {
+  await test('a replayable step (generate_report) commits with one write; a claimed one (confirm_delete) with two', async () => {
+    const replayable = await startTask('generate_report', { size: 'small' });
+    const claimed = await startTask('confirm_delete', { filename: 'f' });
+    const versions = {};
+    for (const [name, taskId] of [['generate_report', replayable], ['confirm_delete', claimed]]) {
+      const t = await waitFor(taskId, (x) => x.status === 'input_required', 'ask for input');
+      const { reply } = await hook('shard', { get: { key: taskId } });
+      versions[name] = reply.entry.version;
+      figure(`${name}: first step committed ${Date.parse(t.lastUpdatedAt) - Date.parse(t.createdAt)} ms after creation, stored version ${reply.entry.version}`);
+    }
+    // The create is version 1. A claimed step adds its lease and its
+    // commit; a replayable one found due within 2 s only its commit.
+    equal(versions, { generate_report: 2, confirm_delete: 3 }, 'stored versions after the first step');
+  });
+}
+
 async function restartMidTask() {
   await test('wrangler dev restarted in the middle of a task: the task survives and completes', async () => {
     const taskId = await startTask('slow_compute', { seconds: 3, label: 'survivor' });
@@ -934,6 +951,7 @@ async function main() {
   await jwtVectors();
   await seedTranscript();
   await oneSecondStep();
+  await replayableSteps();
   await restartMidTask();
   await cronBackstop();
   await listen();
