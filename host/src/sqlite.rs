@@ -12,10 +12,11 @@
 //!
 //! **Group commit.** Writes (put, delete) go to one writer thread per store,
 //! which takes every write pending when it starts a transaction, applies
-//! each in order (each in its own savepoint, so one failing write leaves
-//! the others), and commits them together: concurrent writers share one
-//! fsync. A write returns only after the commit that holds it is durable,
-//! the same guarantee as a commit per write.
+//! each in order, and commits them together: concurrent writers share one
+//! fsync. Each write is one conditional statement (a refused one changes
+//! nothing, so it leaves the others as they are); only a refusal reads the
+//! version it met. A write returns only after the commit that holds it is
+//! durable, the same guarantee as a commit per write.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -109,24 +110,16 @@ fn writer_loop(mut conn: Connection, writes: mpsc::Receiver<Write>) {
     }
 }
 
-/// One transaction for `batch`: each write in its own savepoint, then one
-/// commit; the answers go out only after it.
+/// One transaction for `batch`: each write in order, then one commit; the
+/// answers go out only after it.
 fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
     let mut answers = Vec::with_capacity(batch.len());
     let outcome = (|| -> Result<(), StoreError> {
-        let mut tx = conn
+        let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(unavailable)?;
         for w in &batch {
-            let mut sp = tx.savepoint().map_err(unavailable)?;
-            let answer = apply(&sp, &w.op);
-            if answer.is_ok() {
-                sp.commit().map_err(unavailable)?;
-            } else {
-                sp.rollback().map_err(unavailable)?;
-                drop(sp);
-            }
-            answers.push(answer);
+            answers.push(apply(&tx, &w.op));
         }
         tx.commit().map_err(unavailable)
     })();
@@ -151,38 +144,39 @@ fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
             expected,
             body,
             due_at,
-        } => {
-            let current = current_version(c, key)?;
-            if current != *expected {
-                return Err(StoreError::Conflict { current });
-            }
-            match expected {
-                None => {
-                    c.prepare_cached(
-                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3)",
+        } => match expected {
+            None => {
+                let inserted = c
+                    .prepare_cached(
+                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3) \
+                             ON CONFLICT (key) DO NOTHING",
                     )
                     .and_then(|mut s| s.execute(params![key, body, due_at]))
                     .map_err(unavailable)?;
-                    Ok(1)
+                if inserted != 1 {
+                    return Err(StoreError::Conflict {
+                        current: current_version(c, key)?,
+                    });
                 }
-                Some(v) => {
-                    let (from, to) = (to_sql(*v)?, to_sql(v + 1)?);
-                    let changed = c
-                        .prepare_cached(
-                            "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
-                             WHERE key = ?1 AND version = ?2",
-                        )
-                        .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
-                        .map_err(unavailable)?;
-                    if changed != 1 {
-                        return Err(StoreError::Conflict {
-                            current: current_version(c, key)?,
-                        });
-                    }
-                    Ok(v + 1)
-                }
+                Ok(1)
             }
-        }
+            Some(v) => {
+                let (from, to) = (to_sql(*v)?, to_sql(v + 1)?);
+                let changed = c
+                    .prepare_cached(
+                        "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
+                             WHERE key = ?1 AND version = ?2",
+                    )
+                    .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
+                    .map_err(unavailable)?;
+                if changed != 1 {
+                    return Err(StoreError::Conflict {
+                        current: current_version(c, key)?,
+                    });
+                }
+                Ok(v + 1)
+            }
+        },
         WriteOp::Delete { key, expected } => {
             let expected = to_sql(*expected)?;
             let changed = c
