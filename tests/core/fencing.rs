@@ -11,14 +11,7 @@ use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome};
 use mcp_tasks_edge::time::Millis;
 use serde_json::json;
 
-use crate::support::Harness;
-
-fn claimed(outcome: ClaimOutcome) -> mcp_tasks_edge::tasks::runner::Claim {
-    match outcome {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("expected a claim, got {other:?}"),
-    }
-}
+use crate::support::{Harness, claimed};
 
 #[test]
 fn a_runner_paused_past_its_lease_cannot_commit() {

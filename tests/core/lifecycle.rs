@@ -13,7 +13,7 @@ use mcp_tasks_edge::tools::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Harness, caps, config, input_keys, meta};
+use crate::support::{Harness, caps, claimed, config, input_keys, meta};
 
 fn accept(content: Value) -> Value {
     json!({"action": "accept", "content": content})
@@ -231,10 +231,7 @@ fn cancel_during_a_running_step_is_honoured_at_the_step_boundary() {
     let task = h.start("confirm_delete", json!({"filename": "f"}));
     h.advance(1_000);
     let runner = h.server.runner();
-    let claim = match mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap() {
-        mcp_tasks_edge::tasks::runner::ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap());
     // The client cancels while the step runs: only the intent is recorded.
     h.send("tasks/cancel", json!({"taskId": task}));
     assert_eq!(h.status(&task), "working");
@@ -256,10 +253,7 @@ fn cancel_during_an_unleased_step_cancels_at_once_and_fences_the_step() {
     let task = h.start("generate_report", json!({"size": "medium"}));
     h.advance(1_000);
     let runner = h.server.runner();
-    let claim = match mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap() {
-        mcp_tasks_edge::tasks::runner::ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(mcp_tasks_edge::block_on(runner.claim(&task, h.now.get())).unwrap());
     assert!(!claim.leased);
     // No step holds the task, so the cancellation takes effect at once.
     h.send("tasks/cancel", json!({"taskId": task}));

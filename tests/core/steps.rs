@@ -21,7 +21,7 @@ use mcp_tasks_edge::tools::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Harness, config};
+use crate::support::{Harness, claimed, config};
 
 const API: &str = "http://jobs.test/api";
 
@@ -285,10 +285,7 @@ fn a_cancel_during_a_running_poll_is_seen_by_the_step() {
     h.tick(); // submitted
     h.advance(300);
     let runner = h.server.runner();
-    let claim = match block_on(runner.claim(&task, h.now.get())).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(block_on(runner.claim(&task, h.now.get())).unwrap());
     h.send("tasks/cancel", json!({"taskId": task}));
     assert_eq!(h.status(&task), "working", "only the intent is recorded");
     let gets_before = keys(&fake, "GET").len();
@@ -468,10 +465,7 @@ fn a_commit_that_loses_a_race_does_not_run_the_step_again() {
     let (h, steps) = counting_harness(5);
     let task = h.start("counting", json!({}));
     let runner = h.server.runner();
-    let claim = match block_on(runner.claim(&task, h.now.get())).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(block_on(runner.claim(&task, h.now.get())).unwrap());
     let outcome = block_on(runner.step(&claim, h.now.get()));
     h.send("tasks/cancel", json!({"taskId": task}));
     assert_eq!(
@@ -642,10 +636,7 @@ fn an_unleased_step_that_never_commits_is_claimed_and_counted_after_the_window()
     // each next runner steps it unleased again.
     let mut versions = Vec::new();
     for t in [due, due + UNLEASED_WINDOW_MS - 1] {
-        let claim = match block_on(h.server.runner().claim(&poison, t)).unwrap() {
-            ClaimOutcome::Claimed(c) => *c,
-            other => panic!("{other:?}"),
-        };
+        let claim = claimed(block_on(h.server.runner().claim(&poison, t)).unwrap());
         assert!(!claim.leased && claim.record.attempts == 0, "{claim:?}");
         versions.push(claim.version);
     }
@@ -654,10 +645,7 @@ fn an_unleased_step_that_never_commits_is_claimed_and_counted_after_the_window()
     // to die makes the task fail.
     let mut t = due + UNLEASED_WINDOW_MS;
     for attempt in 1..=3 {
-        let claim = match block_on(h.server.runner().claim(&poison, t)).unwrap() {
-            ClaimOutcome::Claimed(c) => *c,
-            other => panic!("{other:?}"),
-        };
+        let claim = claimed(block_on(h.server.runner().claim(&poison, t)).unwrap());
         assert!(
             claim.leased && claim.record.attempts == attempt,
             "{claim:?}"
@@ -679,10 +667,7 @@ fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
     let task = h.start("replay_counting", json!({}));
     let runner = h.server.runner();
     let now = h.now.get();
-    let claim = match block_on(runner.claim(&task, now)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(block_on(runner.claim(&task, now)).unwrap());
     assert!(!claim.leased);
     let outcome = block_on(runner.step(&claim, now));
     assert!(matches!(outcome, StepOutcome::Retry { .. }), "{outcome:?}");
@@ -691,10 +676,7 @@ fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
         CommitOutcome::Committed(mcp_tasks_edge::protocol::tasks::TaskStatus::Working)
     );
     // The retry is counted, so the step's next start is claimed.
-    let again = match block_on(runner.claim(&task, now + 10)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let again = claimed(block_on(runner.claim(&task, now + 10)).unwrap());
     assert!(again.leased && again.record.attempts == 2, "{again:?}");
     assert_eq!(steps.load(Ordering::SeqCst), 1);
 }
@@ -705,14 +687,8 @@ fn two_unleased_retries_of_one_step_count_once() {
     let task = h.start("replay_counting", json!({}));
     let now = h.now.get();
     let (a, b) = (h.server.runner(), h.server.runner());
-    let claim_a = match block_on(a.claim(&task, now)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
-    let claim_b = match block_on(b.claim(&task, now)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim_a = claimed(block_on(a.claim(&task, now)).unwrap());
+    let claim_b = claimed(block_on(b.claim(&task, now)).unwrap());
     let out_a = block_on(a.step(&claim_a, now));
     let out_b = block_on(b.step(&claim_b, now));
     assert_eq!(steps.load(Ordering::SeqCst), 2, "both ran the step");
@@ -725,10 +701,7 @@ fn two_unleased_retries_of_one_step_count_once() {
         block_on(b.commit(claim_b, out_b, now)).unwrap(),
         CommitOutcome::Fenced
     );
-    let next = match block_on(a.claim(&task, now + 10)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let next = claimed(block_on(a.claim(&task, now + 10)).unwrap());
     assert!(next.leased && next.record.attempts == 2, "{next:?}");
 }
 
@@ -738,17 +711,11 @@ fn an_unleased_step_cannot_commit_over_a_claim_taken_after_the_window() {
     let task = h.start("replay_counting", json!({}));
     let now = h.now.get();
     let slow = h.server.runner();
-    let unleased = match block_on(slow.claim(&task, now)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let unleased = claimed(block_on(slow.claim(&task, now)).unwrap());
     let outcome = block_on(slow.step(&unleased, now));
     // Past the window another runner claims it.
     let later = now + UNLEASED_WINDOW_MS;
-    let claim = match block_on(h.server.runner().claim(&task, later)).unwrap() {
-        ClaimOutcome::Claimed(c) => *c,
-        other => panic!("{other:?}"),
-    };
+    let claim = claimed(block_on(h.server.runner().claim(&task, later)).unwrap());
     assert!(claim.leased && claim.record.attempts == 1);
     assert_eq!(
         block_on(slow.commit(unleased, outcome, later)).unwrap(),

@@ -224,3 +224,13 @@ pub fn body_json(resp: &HttpResponse) -> Value {
 /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` as a client sets
 /// them (the library's test support).
 pub use mcp_tasks_edge::testing::standard_headers;
+
+/// The claim in `outcome` (a test that expected one fails otherwise).
+pub fn claimed(
+    outcome: mcp_tasks_edge::tasks::runner::ClaimOutcome,
+) -> mcp_tasks_edge::tasks::runner::Claim {
+    match outcome {
+        mcp_tasks_edge::tasks::runner::ClaimOutcome::Claimed(c) => *c,
+        other => panic!("expected a claim, got {other:?}"),
+    }
+}
