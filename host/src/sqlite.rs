@@ -3,10 +3,11 @@
 //! the same directory.
 //!
 //! Compare-and-swap runs inside an `IMMEDIATE` transaction, which takes the
-//! database's write lock before reading the current version: create is an
-//! `INSERT` when the key is absent, replace is `UPDATE ... WHERE key = ? AND
-//! version = ?` checked by its change count, and a mismatch reports the
-//! version found. Writers in other processes wait up to the busy timeout.
+//! database's write lock first: create is `INSERT ... ON CONFLICT (key) DO
+//! NOTHING`, replace is `UPDATE ... WHERE key = ? AND version = ?`, delete
+//! likewise, each checked by its change count; a refusal then reads and
+//! reports the version found. Writers in other processes wait up to the
+//! busy timeout.
 //! The due query walks a partial index on `(due_at, key)`, so it costs what
 //! it returns.
 //!
@@ -119,7 +120,16 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Write>) {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(unavailable)?;
         for w in &batch {
-            answers.push(apply(&tx, &w.op));
+            let answer = apply(&tx, &w.op);
+            if let Err(e) = &answer
+                && tx.is_autocommit()
+            {
+                // SQLite rolled the whole transaction back (an I/O error, a
+                // full disk): nothing of this batch is stored, and the
+                // writes after it must not run outside the transaction.
+                return Err(e.clone());
+            }
+            answers.push(answer);
         }
         tx.commit().map_err(unavailable)
     })();
@@ -556,5 +566,52 @@ mod tests {
         }
         drop(store);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A write that fails for want of space (`SQLITE_FULL`) inside a batch:
+    /// whatever SQLite then rolls back, every write answered `Ok` is stored
+    /// and every write answered with an error is not.
+    #[test]
+    fn a_batch_that_runs_out_of_space_stores_exactly_what_it_acknowledged() {
+        use super::{Reply, Write, WriteOp, commit_batch};
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(super::SCHEMA).unwrap();
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "max_page_count", pages + 2)
+            .unwrap();
+        let mut conn = conn;
+        let put = |key: &str, size: usize| WriteOp::Put {
+            key: key.to_owned(),
+            expected: None,
+            body: "x".repeat(size),
+            due_at: Some(1),
+        };
+        let ops = [put("a", 10), put("big", 200_000), put("c", 10)];
+        let keys = ["a", "big", "c"];
+        let mut answers = Vec::new();
+        let batch = ops
+            .into_iter()
+            .map(|op| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                answers.push(rx);
+                Write {
+                    op,
+                    reply: Reply::Blocking(tx),
+                }
+            })
+            .collect();
+        commit_batch(&mut conn, batch);
+        let answers: Vec<_> = answers.iter().map(|rx| rx.recv().unwrap()).collect();
+        assert!(answers[1].is_err(), "{answers:?}");
+        for (key, answer) in keys.iter().zip(&answers) {
+            let stored: i64 = conn
+                .query_row("SELECT COUNT(*) FROM entries WHERE key = ?1", [key], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            assert_eq!(stored == 1, answer.is_ok(), "{key}: {answer:?}");
+        }
     }
 }
