@@ -189,13 +189,46 @@ pub(crate) struct CompleteParams {
     pub context: Option<CompleteContext>,
 }
 
+/// What a completion is for: a prompt by name or a resource template by URI.
 #[derive(Deserialize)]
-#[serde(tag = "type")]
+#[serde(try_from = "ReferenceFields")]
 pub(crate) enum Reference {
-    #[serde(rename = "ref/prompt")]
     Prompt { name: String },
-    #[serde(rename = "ref/resource")]
     Resource { uri: String },
+}
+
+#[derive(Deserialize)]
+enum ReferenceKind {
+    #[serde(rename = "ref/prompt")]
+    Prompt,
+    #[serde(rename = "ref/resource")]
+    Resource,
+}
+
+/// A reference as it is read (flat, so nothing is buffered).
+#[derive(Deserialize)]
+struct ReferenceFields {
+    #[serde(rename = "type")]
+    kind: ReferenceKind,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    uri: Option<String>,
+}
+
+impl TryFrom<ReferenceFields> for Reference {
+    type Error = &'static str;
+
+    fn try_from(f: ReferenceFields) -> Result<Self, Self::Error> {
+        Ok(match f.kind {
+            ReferenceKind::Prompt => Reference::Prompt {
+                name: f.name.ok_or("missing field `name`")?,
+            },
+            ReferenceKind::Resource => Reference::Resource {
+                uri: f.uri.ok_or("missing field `uri`")?,
+            },
+        })
+    }
 }
 
 #[derive(Deserialize)]

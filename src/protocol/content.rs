@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(json[3]["type"], "resource_link");
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", try_from = "ContentFields")]
 pub enum Content {
     Text {
         text: String,
@@ -54,6 +54,72 @@ pub enum Content {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
+}
+
+/// The kinds of content block, as `type` names them.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ContentKind {
+    Text,
+    Image,
+    Audio,
+    Resource,
+    ResourceLink,
+}
+
+/// A content block as it is read: its `type` and every member any kind
+/// has. Reading through this flat struct, instead of serde's internally
+/// tagged derive, does not buffer the block first.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContentFields {
+    #[serde(rename = "type")]
+    kind: ContentKind,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    resource: Option<ResourceContents>,
+    #[serde(default)]
+    uri: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl TryFrom<ContentFields> for Content {
+    type Error = &'static str;
+
+    fn try_from(f: ContentFields) -> Result<Self, Self::Error> {
+        let data = |d: Option<String>| d.ok_or("missing field `data`");
+        let mime = |m: Option<String>| m.ok_or("missing field `mimeType`");
+        Ok(match f.kind {
+            ContentKind::Text => Content::Text {
+                text: f.text.ok_or("missing field `text`")?,
+            },
+            ContentKind::Image => Content::Image {
+                data: data(f.data)?,
+                mime_type: mime(f.mime_type)?,
+            },
+            ContentKind::Audio => Content::Audio {
+                data: data(f.data)?,
+                mime_type: mime(f.mime_type)?,
+            },
+            ContentKind::Resource => Content::Resource {
+                resource: f.resource.ok_or("missing field `resource`")?,
+            },
+            ContentKind::ResourceLink => Content::ResourceLink {
+                uri: f.uri.ok_or("missing field `uri`")?,
+                name: f.name.ok_or("missing field `name`")?,
+                description: f.description,
+                mime_type: f.mime_type,
+            },
+        })
+    }
 }
 
 impl Content {
@@ -101,13 +167,45 @@ impl Content {
 
 /// What a resource holds: text or binary, with its URI and media type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", try_from = "ResourceFields")]
 pub struct ResourceContents {
     pub uri: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
     #[serde(flatten)]
     pub body: ResourceBody,
+}
+
+/// Resource contents as they are read: text wins over a blob when both are
+/// there, as in [`ResourceBody`]'s own reading. Read flat, without serde's
+/// buffering for a flattened member.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceFields {
+    uri: String,
+    #[serde(default)]
+    mime_type: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    blob: Option<String>,
+}
+
+impl TryFrom<ResourceFields> for ResourceContents {
+    type Error = &'static str;
+
+    fn try_from(f: ResourceFields) -> Result<Self, Self::Error> {
+        let body = match (f.text, f.blob) {
+            (Some(text), _) => ResourceBody::Text { text },
+            (None, Some(blob)) => ResourceBody::Blob { blob },
+            (None, None) => return Err("resource contents need `text` or `blob`"),
+        };
+        Ok(ResourceContents {
+            uri: f.uri,
+            mime_type: f.mime_type,
+            body,
+        })
+    }
 }
 
 /// A resource's text, or its bytes as base64.
@@ -161,6 +259,42 @@ mod tests {
         ] {
             let v = serde_json::to_value(&c).unwrap();
             assert_eq!(serde_json::from_value::<Content>(v).unwrap(), c);
+        }
+        // Any member order, unknown members ignored, text before blob.
+        let link: Content = crate::json::from_str(
+            r#"{"name":"n","x":1,"mimeType":"text/csv","uri":"u","type":"resource_link"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            link,
+            Content::ResourceLink {
+                uri: "u".into(),
+                name: "n".into(),
+                description: None,
+                mime_type: Some("text/csv".into()),
+            }
+        );
+        let both: Content = crate::json::from_str(
+            r#"{"resource":{"blob":"AA==","text":"t","uri":"u"},"type":"resource"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            both,
+            Content::resource(ResourceContents {
+                uri: "u".into(),
+                mime_type: None,
+                body: ResourceBody::Text { text: "t".into() },
+            })
+        );
+        for bad in [
+            r#"{"type":"image","data":"AA=="}"#,
+            r#"{"type":"text"}"#,
+            r#"{"type":"video","data":"AA=="}"#,
+            r#"{"text":"no type"}"#,
+            r#"{"type":"resource","resource":{"uri":"u"}}"#,
+            r#"{"type":"resource_link","uri":"u"}"#,
+        ] {
+            assert!(crate::json::from_str::<Content>(bad).is_err(), "{bad}");
         }
         assert_eq!(
             serde_json::to_string(&Content::text("hi")).unwrap(),

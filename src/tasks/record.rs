@@ -16,14 +16,51 @@ use crate::time::{Millis, iso8601};
 pub use crate::owner::Owner;
 
 /// Where the task is in its lifecycle, with the payload its status implies.
+///
+/// Stored as `{"status": ..., <payload>}`. It is read through [`PhaseFields`]
+/// rather than serde's internally tagged derive, which would buffer the
+/// whole phase (a result included) before reading it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+#[serde(tag = "status", rename_all = "snake_case", try_from = "PhaseFields")]
 pub enum Phase {
     Working,
     InputRequired { input_requests: InputRequests },
     Completed { result: CallToolResult },
     Failed { error: RpcError },
     Cancelled,
+}
+
+/// A stored phase as it is read: the status and whichever payload it has.
+/// Members the status does not use are ignored, as before.
+#[derive(Deserialize)]
+struct PhaseFields {
+    status: TaskStatus,
+    #[serde(default)]
+    input_requests: Option<InputRequests>,
+    #[serde(default)]
+    result: Option<CallToolResult>,
+    #[serde(default)]
+    error: Option<RpcError>,
+}
+
+impl TryFrom<PhaseFields> for Phase {
+    type Error = &'static str;
+
+    fn try_from(f: PhaseFields) -> Result<Self, Self::Error> {
+        Ok(match f.status {
+            TaskStatus::Working => Phase::Working,
+            TaskStatus::InputRequired => Phase::InputRequired {
+                input_requests: f.input_requests.ok_or("missing field `input_requests`")?,
+            },
+            TaskStatus::Completed => Phase::Completed {
+                result: f.result.ok_or("missing field `result`")?,
+            },
+            TaskStatus::Failed => Phase::Failed {
+                error: f.error.ok_or("missing field `error`")?,
+            },
+            TaskStatus::Cancelled => Phase::Cancelled,
+        })
+    }
 }
 
 impl Phase {
@@ -491,6 +528,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.last_updated_at, 1_000);
+    }
+
+    #[test]
+    fn every_phase_reads_back_what_was_stored_in_any_member_order() {
+        let Change::NeedInput { requests, .. } = ask("k") else {
+            unreachable!()
+        };
+        let phases = [
+            Phase::Working,
+            Phase::InputRequired {
+                input_requests: requests,
+            },
+            Phase::Completed {
+                result: CallToolResult::structured("done", json!({"n": 1})),
+            },
+            Phase::Failed {
+                error: RpcError::invalid_params("bad"),
+            },
+            Phase::Cancelled,
+        ];
+        for phase in phases {
+            let stored = serde_json::to_value(&phase).unwrap();
+            assert_eq!(stored["status"], phase.status().as_str());
+            let back: Phase = serde_json::from_value(stored.clone()).unwrap();
+            assert_eq!(back, phase);
+            // The status last, and a member it does not use: still the same.
+            let Value::Object(members) = stored else {
+                unreachable!()
+            };
+            let mut text = String::from("{\"unused\":[1,{}],");
+            for (k, v) in members.iter().filter(|(k, _)| *k != "status") {
+                text += &format!("{}:{v},", Value::from(k.as_str()));
+            }
+            text += &format!("\"status\":\"{}\"}}", phase.status().as_str());
+            assert_eq!(crate::json::from_str::<Phase>(&text).unwrap(), phase);
+        }
+    }
+
+    #[test]
+    fn a_phase_without_its_payload_or_status_is_refused() {
+        for text in [
+            r#"{"status":"completed"}"#,
+            r#"{"status":"failed","result":{"content":[]}}"#,
+            r#"{"status":"input_required"}"#,
+            r#"{"status":"paused"}"#,
+            r#"{"result":{"content":[]}}"#,
+            r#"{"status":"completed","result":null}"#,
+        ] {
+            assert!(crate::json::from_str::<Phase>(text).is_err(), "{text}");
+        }
     }
 
     #[test]
