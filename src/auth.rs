@@ -335,7 +335,7 @@ fn media_type(t: &str) -> String {
 
 fn b64_json<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
     let bytes = b64url_decode(part)?;
-    serde_json::from_slice(&bytes).ok()
+    crate::json::from_slice(&bytes).ok()
 }
 
 /// A NumericDate claim in milliseconds.

@@ -89,9 +89,10 @@ impl OutboundResponse {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The body as JSON.
+    /// The body as JSON. A struct is read from a JSON object only (not from
+    /// an array of its fields, which `serde_json` alone would also take).
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, OutboundError> {
-        serde_json::from_slice(&self.body).map_err(|e| {
+        crate::json::from_slice(&self.body).map_err(|e| {
             OutboundError::Failed(format!("the response is not the expected JSON: {e}"))
         })
     }

@@ -150,7 +150,7 @@ impl PromptRound<'_> {
     /// The answer to one input request of the previous round.
     pub fn response(&self, key: &str) -> Option<ElicitResult> {
         self.round_state?;
-        serde_json::from_value(self.input_responses?.get(key)?.clone()).ok()
+        crate::json::from_value_ref(self.input_responses?.get(key)?).ok()
     }
 }
 
@@ -285,7 +285,7 @@ impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
             .iter()
             .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
             .collect();
-        let typed: P::Args = serde_json::from_value(Value::Object(object))
+        let typed: P::Args = crate::json::from_value(Value::Object(object))
             .map_err(|e| crate::error::truncate(&e.to_string(), 200).to_owned())?;
         self.0.messages(typed).map(PromptResult::new)
     }

@@ -15,7 +15,7 @@ pub fn validate(request: &InputRequest, response: &Value) -> Result<(), String> 
             _ => Err("the response must be an object".into()),
         };
     }
-    let result: ElicitResult = serde_json::from_value(response.clone()).map_err(|_| {
+    let result: ElicitResult = crate::json::from_value_ref(response).map_err(|_| {
         "the response must be an ElicitResult with action accept, decline or cancel".to_string()
     })?;
     if result.action != ElicitAction::Accept {

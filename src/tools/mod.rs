@@ -184,13 +184,14 @@ impl ToolCall<'_> {
 
     /// The answer to one input request of the previous MRTR round.
     pub fn response(&self, key: &str) -> Option<ElicitResult> {
-        serde_json::from_value(self.input_responses?.get(key)?.clone()).ok()
+        crate::json::from_value_ref(self.input_responses?.get(key)?).ok()
     }
 }
 
 /// Parses tool arguments into `T`; the error is a sentence for the model.
+/// A struct is read from a JSON object only, at every depth.
 pub fn parse_args<T: DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Result<T, String> {
-    serde_json::from_value(Value::Object(args.clone())).map_err(|e| {
+    crate::json::from_value(Value::Object(args.clone())).map_err(|e| {
         format!(
             "Invalid arguments for tool {tool}: {}.",
             crate::error::truncate(&e.to_string(), 200)
@@ -367,7 +368,7 @@ impl<'a> StepContext<'a> {
     /// The answer under `key` to the input round that just ended, as `T`
     /// (for example [`ElicitResult`]).
     pub fn answer_as<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        T::deserialize(self.answers.get(key)?).ok()
+        crate::json::from_value_ref(self.answers.get(key)?).ok()
     }
 
     /// The elicitation answer under `key`, if one arrived.

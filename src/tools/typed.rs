@@ -11,8 +11,8 @@
 
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
@@ -383,7 +383,7 @@ impl<T: TaskTool> Tool for TaskAdapter<T> {
                 Ok(a) => a,
                 Err(why) => return StepOutcome::Fail(RpcError::internal(why)),
             };
-            let state = match T::State::deserialize(cx.state()) {
+            let state = match crate::json::from_value_ref::<T::State>(cx.state()) {
                 Ok(s) => s,
                 Err(_) => {
                     return StepOutcome::Fail(RpcError::internal(

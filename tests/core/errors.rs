@@ -366,6 +366,18 @@ fn other_invalid_params_are_32602() {
         ("subscriptions/listen", json!({})),
         ("prompts/get", json!({"name": "nope"})),
         ("resources/read", json!({"uri": "file:///nope"})),
+        // A member that is an object is read from an object only, never
+        // from an array of its fields in order.
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                   "argument": ["arg1", "test"]}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": ["ref/prompt", "test_prompt_with_arguments"],
+                   "argument": {"name": "arg1", "value": "test"}}),
+        ),
     ];
     for (method, params) in cases {
         let (status, body) = h.send(method, params.clone());
