@@ -45,6 +45,12 @@ pub(crate) fn from_value_ref<'a, T: Deserialize<'a>>(
     T::deserialize(Objects(value))
 }
 
+// The wrappers' methods are marked inline everywhere but on the Worker:
+// inlined, `tasks/get` through the core costs the same instructions as
+// without the wrapper (19,511 against 19,553 per request under callgrind,
+// 2.4% more when not inlined); on the Worker, where they cost 2 KB of
+// gzipped wasm, size comes first.
+
 /// A deserializer that reads structs with `deserialize_map` and hands the
 /// same wrapping to everything nested in a map, a sequence, an option or an
 /// enum. Scalars pass straight through.
@@ -58,6 +64,7 @@ const SERDE_JSON_PRIVATE: &str = "$serde_json::private::";
 
 macro_rules! scalars {
     ($($method:ident)*) => {$(
+        #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
             self.0.$method(visitor)
         }
@@ -66,6 +73,7 @@ macro_rules! scalars {
 
 macro_rules! nested {
     ($($method:ident)*) => {$(
+        #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
         fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
             self.0.$method(Wrap(visitor))
         }
@@ -85,6 +93,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
 
     nested! { deserialize_any deserialize_option deserialize_seq deserialize_map }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_unit_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -93,6 +102,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
         self.0.deserialize_unit_struct(name, visitor)
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -105,6 +115,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
         }
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_tuple<V: Visitor<'de>>(
         self,
         len: usize,
@@ -113,6 +124,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
         self.0.deserialize_tuple(len, Wrap(visitor))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_tuple_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -123,6 +135,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
     }
 
     /// A struct is read from an object only.
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
@@ -132,6 +145,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
         self.0.deserialize_map(Wrap(visitor))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize_enum<V: Visitor<'de>>(
         self,
         name: &'static str,
@@ -141,6 +155,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
         self.0.deserialize_enum(name, variants, Wrap(visitor))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn is_human_readable(&self) -> bool {
         self.0.is_human_readable()
     }
@@ -148,6 +163,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Objects<D> {
 
 macro_rules! visits {
     ($($method:ident: $ty:ty)*) => {$(
+        #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
         fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
             self.0.$method(v)
         }
@@ -157,6 +173,7 @@ macro_rules! visits {
 impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     type Value = V::Value;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         self.0.expecting(f)
     }
@@ -169,30 +186,37 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
         visit_borrowed_bytes: &'de [u8] visit_byte_buf: Vec<u8>
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
         self.0.visit_none()
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
         self.0.visit_unit()
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
         self.0.visit_some(Objects(d))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<V::Value, D::Error> {
         self.0.visit_newtype_struct(Objects(d))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
         self.0.visit_seq(Wrap(seq))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.0.visit_map(Wrap(map))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<V::Value, A::Error> {
         self.0.visit_enum(Wrap(data))
     }
@@ -201,6 +225,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
 impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Wrap<S> {
     type Value = S::Value;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<S::Value, D::Error> {
         self.0.deserialize(Objects(d))
     }
@@ -209,6 +234,7 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Wrap<S> {
 impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for Wrap<A> {
     type Error = A::Error;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn next_element_seed<T: DeserializeSeed<'de>>(
         &mut self,
         seed: T,
@@ -216,6 +242,7 @@ impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for Wrap<A> {
         self.0.next_element_seed(Wrap(seed))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
@@ -224,6 +251,7 @@ impl<'de, A: de::SeqAccess<'de>> de::SeqAccess<'de> for Wrap<A> {
 impl<'de, A: de::MapAccess<'de>> de::MapAccess<'de> for Wrap<A> {
     type Error = A::Error;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
@@ -231,10 +259,12 @@ impl<'de, A: de::MapAccess<'de>> de::MapAccess<'de> for Wrap<A> {
         self.0.next_key_seed(Wrap(seed))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
         self.0.next_value_seed(Wrap(seed))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn size_hint(&self) -> Option<usize> {
         self.0.size_hint()
     }
@@ -244,6 +274,7 @@ impl<'de, A: de::EnumAccess<'de>> de::EnumAccess<'de> for Wrap<A> {
     type Error = A::Error;
     type Variant = Wrap<A::Variant>;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn variant_seed<T: DeserializeSeed<'de>>(
         self,
         seed: T,
@@ -257,18 +288,22 @@ impl<'de, A: de::EnumAccess<'de>> de::EnumAccess<'de> for Wrap<A> {
 impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Wrap<A> {
     type Error = A::Error;
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn unit_variant(self) -> Result<(), A::Error> {
         self.0.unit_variant()
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
         self.0.newtype_variant_seed(Wrap(seed))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
         self.0.tuple_variant(len, Wrap(visitor))
     }
 
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn struct_variant<V: Visitor<'de>>(
         self,
         fields: &'static [&'static str],
