@@ -151,56 +151,66 @@ fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
     match op {
         WriteOp::Put {
             key,
-            expected,
+            expected: None,
             body,
             due_at,
-        } => match expected {
-            None => {
-                let inserted = c
-                    .prepare_cached(
-                        "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3) \
-                             ON CONFLICT (key) DO NOTHING",
-                    )
-                    .and_then(|mut s| s.execute(params![key, body, due_at]))
-                    .map_err(unavailable)?;
-                if inserted != 1 {
-                    return Err(StoreError::Conflict {
-                        current: current_version(c, key)?,
-                    });
-                }
-                Ok(1)
-            }
-            Some(v) => {
-                let (from, to) = (to_sql(*v)?, to_sql(v + 1)?);
-                let changed = c
-                    .prepare_cached(
-                        "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
-                             WHERE key = ?1 AND version = ?2",
-                    )
-                    .and_then(|mut s| s.execute(params![key, from, to, body, due_at]))
-                    .map_err(unavailable)?;
-                if changed != 1 {
-                    return Err(StoreError::Conflict {
-                        current: current_version(c, key)?,
-                    });
-                }
-                Ok(v + 1)
-            }
-        },
+        } => conditional(
+            c,
+            key,
+            "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3) \
+                 ON CONFLICT (key) DO NOTHING",
+            params![key, body, due_at],
+            1,
+        ),
+        WriteOp::Put {
+            key,
+            expected: Some(v),
+            body,
+            due_at,
+        } => {
+            let (from, to) = (to_sql(*v)?, to_sql(v + 1)?);
+            conditional(
+                c,
+                key,
+                "UPDATE entries SET version = ?3, body = ?4, due_at = ?5 \
+                     WHERE key = ?1 AND version = ?2",
+                params![key, from, to, body, due_at],
+                v + 1,
+            )
+        }
         WriteOp::Delete { key, expected } => {
             let expected = to_sql(*expected)?;
-            let changed = c
-                .prepare_cached("DELETE FROM entries WHERE key = ?1 AND version = ?2")
-                .and_then(|mut s| s.execute(params![key, expected]))
-                .map_err(unavailable)?;
-            if changed != 1 {
-                return Err(StoreError::Conflict {
-                    current: current_version(c, key)?,
-                });
-            }
-            Ok(0)
+            conditional(
+                c,
+                key,
+                "DELETE FROM entries WHERE key = ?1 AND version = ?2",
+                params![key, expected],
+                0,
+            )
         }
     }
+}
+
+/// Runs one conditional statement on `key`'s row: it changes exactly that
+/// row and the write stands (`Ok(version)`), or it changes nothing and the
+/// write is refused with the version found.
+fn conditional(
+    c: &Connection,
+    key: &str,
+    sql: &str,
+    params: impl rusqlite::Params,
+    version: Version,
+) -> Result<Version, StoreError> {
+    let changed = c
+        .prepare_cached(sql)
+        .and_then(|mut s| s.execute(params))
+        .map_err(unavailable)?;
+    if changed != 1 {
+        return Err(StoreError::Conflict {
+            current: current_version(c, key)?,
+        });
+    }
+    Ok(version)
 }
 
 /// When a commit reaches the disk.
