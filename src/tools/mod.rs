@@ -476,19 +476,17 @@ pub enum StepOutcome {
 ///
 /// - A step runs under a lease (unless it is replayable, below); its outcome
 ///   is committed with compare-and-swap on the leased version. A step is
-///   **never re-run**
-///   because its commit raced a client: a `tasks/cancel` that arrived
-///   meanwhile wins over more work, and the outcome is applied on top of the
-///   fresh record.
+///   **never re-run** because its commit raced a client: a `tasks/cancel`
+///   that arrived meanwhile wins over more work, and the outcome is applied
+///   on top of the fresh record.
 /// - Steps are **at least once**: a runner that stops during a step (a
 ///   crash, a trap, a deadline overrun) leaves its lease to expire, and the
 ///   step runs again with the same idempotency key.
 /// - Every start of a step counts as an attempt (a replayable step's, when
-///   it commits). [`StepOutcome::Retry`]
-///   backs off and tries again; a step that has started the maximum number
-///   of attempts without a result (it keeps asking to retry, or keeps
-///   crashing) ends its task `failed`, so a poison task never wedges the
-///   runner.
+///   it commits). [`StepOutcome::Retry`] backs off and tries again; a step
+///   that has started the maximum number of attempts without a result (it
+///   keeps asking to retry, or keeps crashing) ends its task `failed`, so a
+///   poison task never wedges the runner.
 /// - A tool whose [`Requirements`] declare
 ///   [replayable steps](Requirements::with_replayable_steps) has a freshly
 ///   due step run without a lease (one store write per step instead of
