@@ -17,9 +17,9 @@ pub use crate::owner::Owner;
 
 /// Where the task is in its lifecycle, with the payload its status implies.
 ///
-/// Stored as `{"status": ..., <payload>}`. It is read through [`PhaseFields`]
-/// rather than serde's internally tagged derive, which would buffer the
-/// whole phase (a result included) before reading it.
+/// Stored as `{"status": ..., <payload>}`. It is read through a flat struct
+/// of every member rather than serde's internally tagged derive, which
+/// would buffer the whole phase (a result included) before reading it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case", try_from = "PhaseFields")]
 pub enum Phase {
