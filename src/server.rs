@@ -587,8 +587,10 @@ impl<S: Store> Server<S> {
         self.check_responses(p.input_responses.len())?;
         c.mirror
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
+        let runner = self.runner();
         TaskService::new(&self.store, &self.server_info)
             .limited(self.config.limits.max_task_bytes)
+            .with_inline_steps(&runner)
             .update(&c.ctx.owner, &p.task_id, &p.input_responses, c.ctx.now)
             .await
             .map_err(|e| trace.task_error(e))?;
@@ -1052,7 +1054,9 @@ impl<S: Store> Server<S> {
             poll_interval_ms: self.config.poll_interval_ms,
             key_id: Some(self.config.state_keys.current().id().to_owned()),
         };
+        let runner = self.runner();
         let record = TaskService::new(&self.store, &self.server_info)
+            .with_inline_steps(&runner)
             .start(
                 new,
                 id,

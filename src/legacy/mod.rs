@@ -308,8 +308,10 @@ async fn client_response<S: Store>(
         (Some(result), _) => Ok(result),
         (None, error) => Err(error.unwrap_or(Value::Null)),
     };
+    let runner = server.runner();
     let service = TaskService::new(server.store(), server.server_info())
-        .limited(server.config().limits.max_task_bytes);
+        .limited(server.config().limits.max_task_bytes)
+        .with_inline_steps(&runner);
     match input::deliver(service, &ctx.owner, &target, &key, outcome, ctx.now).await {
         Ok(()) => Some(accepted()),
         Err(e) => Some(HttpResponse::json(

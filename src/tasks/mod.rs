@@ -363,6 +363,9 @@ pub struct TaskService<'a, S: Store> {
     /// Largest stored task: a client change that would pass it (answers
     /// to input requests) is refused (0: no limit).
     pub max_task_bytes: usize,
+    /// Runs a replayable step that a create or an update makes due inside
+    /// that request (see [`runner`]'s notes on inline steps).
+    pub inline: Option<&'a runner::Runner<'a, S>>,
 }
 
 impl<'a, S: Store> TaskService<'a, S> {
@@ -371,7 +374,22 @@ impl<'a, S: Store> TaskService<'a, S> {
             store,
             server_info,
             max_task_bytes: 0,
+            inline: None,
         }
+    }
+
+    /// The same service, running a replayable step that a create or an
+    /// update makes due with `runner`, inside the request, before the one
+    /// write that stores the task.
+    pub fn with_inline_steps(mut self, runner: &'a runner::Runner<'a, S>) -> Self {
+        self.inline = Some(runner);
+        self
+    }
+
+    /// `record` as its inline step (if any) leaves it; `None` when no step
+    /// ran.
+    async fn stepped(&self, record: &TaskRecord, now: Millis) -> Option<TaskRecord> {
+        self.inline?.step_inline(record, now).await
     }
 
     /// The same service, refusing changes that make a task larger than
@@ -482,6 +500,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         match id {
             NewTaskId::FromRound { secret, nonce } => {
                 record.id = round_task_id(secret, nonce, limits.placements);
+                let record = self.stepped(&record, now).await.unwrap_or(record);
                 if self.charge_and_create(&record, limits, now).await? {
                     return Ok(record);
                 }
@@ -496,7 +515,11 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
                     record.id = crate::ids::new_task_id(ids, limits.placements)?;
-                    if self.charge_and_create(&record, limits, now).await? {
+                    if let Some(stepped) = self.stepped(&record, now).await {
+                        if self.charge_and_create(&stepped, limits, now).await? {
+                            return Ok(stepped);
+                        }
+                    } else if self.charge_and_create(&record, limits, now).await? {
                         return Ok(record);
                     }
                 }
@@ -533,7 +556,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         responses: &Map<String, Value>,
         now: Millis,
     ) -> Result<(), TaskError> {
-        self.modify(owner, id, now, |record| {
+        self.modify(owner, id, now, true, |record| {
             let Phase::InputRequired { input_requests } = &record.phase else {
                 return Ok(false);
             };
@@ -562,7 +585,7 @@ impl<'a, S: Store> TaskService<'a, S> {
         result: &crate::protocol::tools::CallToolResult,
         now: Millis,
     ) -> Result<(), TaskError> {
-        self.modify(owner, id, now, |record| {
+        self.modify(owner, id, now, false, |record| {
             let change = Change::Complete {
                 result: result.clone(),
                 message: None,
@@ -578,7 +601,7 @@ impl<'a, S: Store> TaskService<'a, S> {
     /// running: its task is cancelled at once and its outcome dropped); a
     /// terminal task is left as it is.
     pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), TaskError> {
-        self.modify(owner, id, now, |record| {
+        self.modify(owner, id, now, false, |record| {
             if record.status().is_terminal() {
                 return Ok(false);
             }
@@ -597,14 +620,29 @@ impl<'a, S: Store> TaskService<'a, S> {
         .await
     }
 
+    /// `record` encoded, or -32602 if it is larger than a task may be.
+    fn fitting(&self, record: &TaskRecord) -> Result<String, TaskError> {
+        let body = encode(record, self.server_info)?;
+        if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
+            return Err(TaskError::InvalidInput(format!(
+                "The task would store {} bytes, more than the {} allowed; send a smaller answer.",
+                body.len(),
+                self.max_task_bytes
+            )));
+        }
+        Ok(body)
+    }
+
     /// A read-modify-write of the caller's task with compare-and-swap,
     /// retried on conflict. `change` edits the fresh record and says
-    /// whether there is anything to write.
+    /// whether there is anything to write; with `step`, a replayable step
+    /// the change made due runs inline (see [`TaskService::with_inline_steps`]).
     async fn modify(
         &self,
         owner: &Owner,
         id: &str,
         now: Millis,
+        step: bool,
         mut change: impl FnMut(&mut TaskRecord) -> Result<bool, TaskError>,
     ) -> Result<(), TaskError> {
         for _ in 0..CAS_ATTEMPTS {
@@ -612,14 +650,15 @@ impl<'a, S: Store> TaskService<'a, S> {
             if !change(&mut record)? {
                 return Ok(());
             }
-            let body = encode(&record, self.server_info)?;
-            if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
-                return Err(TaskError::InvalidInput(format!(
-                    "The task would store {} bytes, more than the {} allowed; send a smaller answer.",
-                    body.len(),
-                    self.max_task_bytes
-                )));
+            if step && let Some(stepped) = self.stepped(&record, now).await {
+                // The client's change must fit on its own, whatever the
+                // step then keeps of it.
+                if self.max_task_bytes > 0 {
+                    self.fitting(&record)?;
+                }
+                record = stepped;
             }
+            let body = self.fitting(&record)?;
             if save_encoded(self.store, Some(version), &record, &body)
                 .await?
                 .is_ok()

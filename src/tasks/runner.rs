@@ -29,6 +29,18 @@
 //! it, the step is claimed and counted like any other, so a poison task
 //! still ends `failed`. A replayable step gets no outbound HTTP: its
 //! requests fail, as on a runtime without it.
+//!
+//! **Inline steps.** A replayable step that is due when a client's request
+//! writes its task (the `tools/call` that creates it with no delay before
+//! its first step, the `tasks/update` that answers its last outstanding
+//! input request) runs inside that request, on the record about to be
+//! written, and the one write stores the task as the step left it
+//! ([`Runner::step_inline`]). The request answers after that write, so
+//! the client's next `tasks/get` already sees the step's outcome. A step
+//! that does not finish (its instance traps, the request is cut off)
+//! leaves nothing written, as any failed request; a step that overruns its
+//! lease time or would make the task too large is dropped, and the task is
+//! written due, for the runner.
 
 use super::record::{Change, ChangeError, Lease, TaskRecord};
 use super::{TaskError, decode, load, quarantine, save, save_encoded};
@@ -546,9 +558,48 @@ impl<'a, S: Store> Runner<'a, S> {
         lease.expires_at.saturating_sub(margin)
     }
 
+    /// Runs the due replayable step of `record`, which a client's request
+    /// is about to write (see the module notes on inline steps), and returns
+    /// the record as the step's commit would leave it: the step counted, its
+    /// outcome applied. `None` when no step ran (not working, not due,
+    /// cancellation asked, a tool without replayable steps) or its outcome
+    /// was dropped (it overran its lease time, or would make the task larger
+    /// than allowed).
+    pub async fn step_inline(&self, record: &TaskRecord, now: Millis) -> Option<TaskRecord> {
+        if record.status() != TaskStatus::Working
+            || record.cancel_requested
+            || !self.unleased(record, now)
+        {
+            return None;
+        }
+        let lease = Lease {
+            runner: self.id.to_owned(),
+            expires_at: now.saturating_add(self.lease_ms as i64),
+        };
+        let outcome = self.run_step(record, &lease, now).await;
+        let done = self.clock.map_or(now, |c| c().max(now));
+        if done >= lease.expires_at {
+            return None;
+        }
+        let mut stepped = record.clone();
+        stepped.attempts = stepped.attempts.saturating_add(1);
+        apply_outcome(&mut stepped, outcome, done, &self.retry);
+        if self.max_task_bytes > 0 {
+            let body = super::encode(&stepped, self.server_info).ok()?;
+            if body.len() > self.max_task_bytes {
+                return None;
+            }
+        }
+        Some(stepped)
+    }
+
     /// Runs the tool's step on the claimed record.
     pub async fn step(&self, claim: &Claim, now: Millis) -> StepOutcome {
-        let r = &claim.record;
+        self.run_step(&claim.record, &claim.lease, now).await
+    }
+
+    /// Runs the tool's step on `r`, within `lease`'s time.
+    async fn run_step(&self, r: &TaskRecord, lease: &Lease, now: Millis) -> StepOutcome {
         let Some(tool) = self.tools.get(&r.tool) else {
             return StepOutcome::Fail(RpcError::internal(
                 "Internal error: the task's tool is no longer available.",
@@ -566,7 +617,7 @@ impl<'a, S: Store> Runner<'a, S> {
         };
         let cx = StepContext {
             now,
-            deadline: self.deadline(&claim.lease),
+            deadline: self.deadline(lease),
             task_id: &r.id,
             step: r.steps,
             attempt: r.attempts.max(1),

@@ -82,8 +82,13 @@ impl Requirements {
     /// one twice, even at the same time, changes nothing but the work done.
     /// The runner then steps a freshly due task without writing a lease
     /// first (one store write per step instead of two); the commit's
-    /// compare-and-swap keeps exactly one outcome. Leave it off for steps
-    /// that call other services: a replayable step's outbound requests fail.
+    /// compare-and-swap keeps exactly one outcome. A step that a client's
+    /// request makes due at once (a `tools/call` whose first step has no
+    /// delay, a `tasks/update` that answers the last outstanding input
+    /// request) runs inside that request, and the one write that stores the
+    /// task stores the step's outcome too, so keep such steps short. Leave it
+    /// off for steps that call other services: a replayable step's outbound
+    /// requests fail.
     ///
     /// ```
     /// use mcp_tasks_edge::tools::{Requirements, TaskSupport};
@@ -495,7 +500,13 @@ pub enum StepOutcome {
 ///   claimed and counted like any other once its task has been due for
 ///   [`UNLEASED_WINDOW_MS`](crate::tasks::runner::UNLEASED_WINDOW_MS).
 ///   A `tasks/cancel` during such a step cancels the task at once, and the
-///   step's outcome is dropped.
+///   step's outcome is dropped. Such a step that a client's request makes
+///   due at once (the create, or the answer to the last input request) runs
+///   inside that request, before its one write: the client's next
+///   `tasks/get` already sees the outcome. If the request fails during the
+///   step (a trap), nothing of it was written; a step that overruns the
+///   lease time or would make the task too large is dropped, and the task
+///   is stored due, for the runner.
 pub trait Tool: Send + Sync {
     fn descriptor(&self) -> ToolDescriptor;
 

@@ -259,9 +259,10 @@ fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
     assert_eq!(bob_post.status, 400);
     assert_eq!(h.status(&id), "input_required");
 
-    // The real answer: 202, and the task moves on.
+    // The real answer: 202, and the task moves on: its next step is
+    // replayable, so it ran inside the answer's request.
     assert_eq!(c.raw(&answer(&rid), true).status, 202);
-    assert_eq!(h.status(&id), "working");
+    assert_eq!(h.status(&id), "completed");
     // A replay is ignored, as tasks/update ignores a key already answered.
     assert_eq!(c.raw(&answer(&rid), true).status, 202);
     h.tick();

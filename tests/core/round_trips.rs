@@ -198,6 +198,65 @@ fn each_method_costs_the_minimum() {
         counts(1, 1, 0, 2),
         "replayable step: due query, read, commit, next due"
     );
+    // The answer that makes its next step due runs that step inside the
+    // update: one read, one write, and the task is completed.
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let t = send(&s, later + outline, "tasks/get", json!({"taskId": id}));
+    let key = t["result"]["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .unwrap();
+    store.take();
+    let u = send(
+        &s,
+        later + outline,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}}),
+    );
+    assert_eq!(u["result"]["resultType"], "complete", "{u}");
+    assert_eq!(
+        store.take(),
+        counts(1, 1, 0, 0),
+        "update with its step inline"
+    );
+    let t = send(&s, later + outline, "tasks/get", json!({"taskId": id}));
+    assert_eq!(t["result"]["status"], "completed", "{t}");
+    assert_eq!(block_on(s.tick(later + outline)).stepped, 0);
+}
+
+/// A replayable step due at once runs inside the `tools/call` that creates
+/// its task: one write stores the task as the step left it, and no runner
+/// has anything left to do.
+#[test]
+fn a_replayable_first_step_due_at_once_runs_inside_the_create() {
+    let store: Counted = Arc::new(CountingStore::new(MemoryStore::new()));
+    let mut c = config();
+    c.limits.max_outstanding_tasks = 0;
+    c.limits.max_stored_bytes = 0;
+    c.limits.max_tasks_per_minute = 0;
+    let s = Server::new(
+        store.clone(),
+        c,
+        mcp_tasks_edge::demo::tools(0),
+        Box::new(SequentialIds::starting_at(1)),
+    )
+    .unwrap();
+    store.take();
+    let r = send(
+        &s,
+        T0,
+        "tools/call",
+        json!({"name": "generate_report", "arguments": {"size": "small"}}),
+    );
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    assert_eq!(r["result"]["status"], "input_required", "{r}");
+    assert_eq!(store.take(), counts(0, 1, 0, 0), "one conditional write");
+    let id = r["result"]["taskId"].as_str().unwrap();
+    let t = send(&s, T0, "tasks/get", json!({"taskId": id}));
+    assert_eq!(t["result"]["status"], "input_required", "{t}");
+    assert!(t["result"]["inputRequests"].is_object(), "{t}");
+    let tick = block_on(s.tick(T0));
+    assert_eq!((tick.due, tick.stepped), (0, 0), "{tick:?}");
 }
 
 #[test]

@@ -368,7 +368,8 @@ impl TaskTool for Counting {
 }
 
 /// A task tool with replayable steps that counts them and asks to retry
-/// its first one.
+/// its first one, due 1 ms after the create (so the runner, not the create,
+/// runs it).
 struct ReplayCounting(Arc<AtomicUsize>);
 
 impl TaskTool for ReplayCounting {
@@ -381,7 +382,7 @@ impl TaskTool for ReplayCounting {
         Requirements::new(TaskSupport::Required).with_replayable_steps()
     }
     fn start(&self, _: &NoArgs) -> Start<()> {
-        Start::now(())
+        Start::now(()).after_ms(1)
     }
     async fn step(&self, _: NoArgs, _: (), cx: &StepContext<'_>) -> Step<(), String> {
         self.0.fetch_add(1, Ordering::SeqCst);
@@ -631,7 +632,7 @@ fn an_unleased_step_that_never_commits_is_claimed_and_counted_after_the_window()
     let (h, _) = counting_harness(3);
     let poison = h.start("replay_counting", json!({}));
     let lease = h.server.config().lease_ms as i64;
-    let due = h.now.get();
+    let due = h.now.get() + 1;
     // Within the window, runners that die mid-step leave nothing behind:
     // each next runner steps it unleased again.
     let mut versions = Vec::new();
@@ -666,7 +667,7 @@ fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
     let (h, steps) = counting_harness(5);
     let task = h.start("replay_counting", json!({}));
     let runner = h.server.runner();
-    let now = h.now.get();
+    let now = h.now.get() + 1;
     let claim = claimed(block_on(runner.claim(&task, now)).unwrap());
     assert!(!claim.leased);
     let outcome = block_on(runner.step(&claim, now));
@@ -685,7 +686,7 @@ fn an_unleased_step_that_asks_to_retry_counts_its_attempt() {
 fn two_unleased_retries_of_one_step_count_once() {
     let (h, steps) = counting_harness(5);
     let task = h.start("replay_counting", json!({}));
-    let now = h.now.get();
+    let now = h.now.get() + 1;
     let (a, b) = (h.server.runner(), h.server.runner());
     let claim_a = claimed(block_on(a.claim(&task, now)).unwrap());
     let claim_b = claimed(block_on(b.claim(&task, now)).unwrap());
@@ -709,7 +710,7 @@ fn two_unleased_retries_of_one_step_count_once() {
 fn an_unleased_step_cannot_commit_over_a_claim_taken_after_the_window() {
     let (h, _) = counting_harness(5);
     let task = h.start("replay_counting", json!({}));
-    let now = h.now.get();
+    let now = h.now.get() + 1;
     let slow = h.server.runner();
     let unleased = claimed(block_on(slow.claim(&task, now)).unwrap());
     let outcome = block_on(slow.step(&unleased, now));
@@ -750,4 +751,79 @@ fn a_replayable_step_gets_no_outbound_http() {
         .to_owned();
     assert!(text.starts_with("refused: "), "{t}");
     assert!(fake.requests().is_empty(), "nothing was sent");
+}
+
+/// A replayable task tool due at once whose result is larger than a task
+/// may store.
+struct ReplayLarge;
+
+impl TaskTool for ReplayLarge {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "replay_large";
+    const DESCRIPTION: &'static str = "a replayable step with a large result";
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_replayable_steps()
+    }
+    fn start(&self, _: &NoArgs) -> Start<()> {
+        Start::now(())
+    }
+    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> Step<(), String> {
+        Step::Done("x".repeat(20_000))
+    }
+}
+
+#[test]
+fn an_inline_step_whose_result_is_too_large_is_left_to_the_runner_which_fails_it() {
+    let mut cfg = config();
+    cfg.limits.max_task_bytes = 16_000;
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            cfg,
+            mcp_tasks_edge::tools::ToolSet::empty().with(task_tool(ReplayLarge)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    let task = h.start("replay_large", json!({}));
+    // The create stored the task as it was before the step, still due.
+    assert_eq!(h.status(&task), "working");
+    assert_eq!(h.tick().stepped, 1);
+    let t = h.get(&task);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than the 16000 bytes"),
+        "{t}"
+    );
+}
+
+/// The platform clock of `an_inline_step_that_overruns_its_lease_is_dropped`.
+static OVERRUN_CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+#[test]
+fn an_inline_step_that_overruns_its_lease_is_dropped() {
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            config(),
+            mcp_tasks_edge::demo::tools(0),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+        .with_clock(|| OVERRUN_CLOCK.load(Ordering::SeqCst))
+    });
+    // By the platform clock the step ends when its lease would have.
+    let lease = h.server.config().lease_ms as i64;
+    OVERRUN_CLOCK.store(h.now.get() + lease, Ordering::SeqCst);
+    let task = h.start("generate_report", json!({"size": "small"}));
+    assert_eq!(h.status(&task), "working", "the step's outcome was dropped");
+    // The runner steps it as any due task.
+    OVERRUN_CLOCK.store(0, Ordering::SeqCst);
+    assert_eq!(h.tick().stepped, 1);
+    assert_eq!(h.status(&task), "input_required");
 }

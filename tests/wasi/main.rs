@@ -14,6 +14,7 @@ mod contract;
 mod exchange;
 mod exposure;
 mod hostile;
+mod inline;
 mod kill;
 mod legacy;
 mod limits;

@@ -455,6 +455,31 @@ async function replayableSteps() {
     // commit; a replayable one found due within 2 s only its commit.
     equal(versions, { generate_report: 2, confirm_delete: 3 }, 'stored versions after the first step');
   });
+  await test('the answer that makes a replayable step due runs that step inside tasks/update', async () => {
+    const taskId = await startTask('generate_report', { size: 'small' });
+    const t = await waitFor(taskId, (x) => x.status === 'input_required', 'ask for input');
+    const key = Object.keys(t.inputRequests)[0];
+    const r = await call('tasks/update', { taskId, inputResponses: { [key]: { action: 'accept', content: { approved: true } } } });
+    check(r.status === 200 && r.body?.result?.resultType === 'complete', `tasks/update: ${r.status} ${JSON.stringify(r.body)}`);
+    // No waiting: the step already ran and its outcome was stored with the answer.
+    const done = await getTask(taskId);
+    check(done.status === 'completed', `status right after the update: ${done.status}`);
+    const { reply } = await hook('shard', { get: { key: taskId } });
+    equal(reply.entry.version, 3, 'stored version (create, first step, answer with the second step)');
+  });
+}
+
+async function inlineCreate() {
+  await test('a replayable first step due at once runs inside tools/call (MCP_REPORT_OUTLINE_MS=0, do+kv-cache)', async () => {
+    const r = await call('tools/call', { name: 'generate_report', arguments: { size: 'small' } });
+    check(r.status === 200 && r.body?.result?.resultType === 'task', `tools/call: ${r.status} ${JSON.stringify(r.body)}`);
+    check(r.body.result.status === 'input_required', `status in the create's answer: ${r.body.result.status}`);
+    const taskId = r.body.result.taskId;
+    const t = await getTask(taskId);
+    check(t.status === 'input_required' && Object.keys(t.inputRequests ?? {}).length === 1, `tasks/get: ${JSON.stringify(t)}`);
+    const { reply } = await hook('shard', { get: { key: taskId } });
+    equal(reply.entry.version, 1, 'stored version (one write: the create with its first step)');
+  });
 }
 
 async function restartMidTask() {
@@ -962,11 +987,12 @@ async function main() {
 
   await growth();
 
-  useServer(new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET) }));
+  useServer(new Wrangler({ MCP_STORE: 'do+kv-cache', MCP_LISTEN_SUBREQUESTS: String(LISTEN_BUDGET), MCP_REPORT_OUTLINE_MS: '0' }));
   await server.start();
   await storeContract('do+kv-cache');
   await kvCache();
   await listenBudget();
+  await inlineCreate();
   await server.stop();
 
   const upstream = await new Upstream().start();

@@ -91,7 +91,17 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         tools,
         Box::new(SystemRandom),
     ) {
-        Ok(s) => s.with_verifier(Box::new(super::webcrypto::WebCrypto)),
+        // A replayable step may run inline in a create or an update, so the
+        // tools see the same settings, clock and log as in the shard.
+        Ok(s) => {
+            let vars = env.clone();
+            s.with_verifier(Box::new(super::webcrypto::WebCrypto))
+                .with_tool_settings(Box::new(move |name: &str| {
+                    vars.var(name).ok().map(|v| v.to_string())
+                }))
+                .with_clock(now_ms)
+                .with_log(|line| worker::console_warn!("{line}"))
+        }
         Err(e) => return early_error(e.http_status(), &e),
     };
     let request = HttpRequest {
