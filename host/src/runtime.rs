@@ -329,6 +329,8 @@ pub struct HostState {
     progress: Arc<AtomicU64>,
     progress_seen: u64,
     deadline_ticks: u64,
+    /// The runtime's [`Runtime::written_due`].
+    written_due: Arc<AtomicI64>,
 }
 
 impl WasiView for HostState {
@@ -406,6 +408,11 @@ impl wit_store::Host for HostState {
         let started = std::time::Instant::now();
         let out = self.store.put_async(&key, expected, body, due_at).await;
         self.done(started);
+        if out.is_ok()
+            && let Some(due) = due_at
+        {
+            self.written_due.fetch_min(due, Ordering::SeqCst);
+        }
         out.map_err(wit_error)
     }
 
@@ -439,6 +446,9 @@ pub struct Runtime {
     traps: AtomicUsize,
     instantiations: AtomicUsize,
     in_flight: AtomicUsize,
+    /// The earliest due time a write has stored since the ticker last
+    /// took it (`i64::MAX`: none).
+    written_due: Arc<AtomicI64>,
     stats: Arc<LimitStats>,
 }
 
@@ -535,6 +545,7 @@ impl Runtime {
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            written_due: Arc::new(AtomicI64::new(i64::MAX)),
             stats: Arc::new(LimitStats::default()),
         }))
     }
@@ -567,6 +578,18 @@ impl Runtime {
         self.in_flight.load(Ordering::SeqCst)
     }
 
+    /// The earliest due time (ms) that a store write of this runtime's
+    /// component has set since [`Runtime::take_written_due`] last ran:
+    /// whether a request made work due that the ticker does not know of.
+    pub fn written_due(&self) -> Option<i64> {
+        Some(self.written_due.load(Ordering::SeqCst)).filter(|d| *d != i64::MAX)
+    }
+
+    /// [`Runtime::written_due`], cleared.
+    pub fn take_written_due(&self) -> Option<i64> {
+        Some(self.written_due.swap(i64::MAX, Ordering::SeqCst)).filter(|d| *d != i64::MAX)
+    }
+
     /// Instances created so far.
     pub fn instantiations(&self) -> usize {
         self.instantiations.load(Ordering::SeqCst)
@@ -597,6 +620,7 @@ impl Runtime {
             progress,
             progress_seen: 0,
             deadline_ticks: ticks(self.settings.call_deadline),
+            written_due: self.written_due.clone(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);

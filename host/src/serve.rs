@@ -1,11 +1,13 @@
 //! The local HTTP host: hyper on 127.0.0.1 in front of the component, and a
 //! ticker that calls `runner.tick` every 100 ms, sooner when the store's
-//! next due time says so, and at once after a request that may have made
-//! work due (`tools/call`, `tasks/update`, `tasks/cancel`).
+//! next due time says so, and at once after a request whose writes made
+//! work due before the ticker's next planned tick (a request that made
+//! nothing due, such as a create whose step ran inline, wakes nothing).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,6 +29,47 @@ pub const MAX_TICK_MS: u64 = 100;
 /// Shortest pause between ticks, even when work is overdue (another host
 /// may hold its lease).
 pub const MIN_TICK_MS: u64 = 10;
+
+/// The ticker's wake-up: when it plans to tick next, and how a request
+/// that made work due sooner wakes it.
+struct Ticker {
+    wake: Notify,
+    /// The time (ms) of the next planned tick; `i64::MIN` before the first.
+    planned: AtomicI64,
+}
+
+impl Ticker {
+    fn new() -> Self {
+        Ticker {
+            wake: Notify::new(),
+            planned: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// Whether work due at `written` (the earliest due time the host's
+    /// writes stored since the ticker last looked) comes before the
+    /// planned tick.
+    fn due_before_planned(&self, written: Option<i64>) -> bool {
+        written.is_some_and(|due| due < self.planned.load(Ordering::SeqCst))
+    }
+
+    /// Wakes the ticker if a request's writes made work due before its
+    /// next planned tick.
+    fn poke(&self, runtime: &Runtime) {
+        if self.due_before_planned(runtime.written_due()) {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// The pause (ms) before work due at `due` is ticked, at `now`: at least
+/// [`MIN_TICK_MS`] (another host may hold overdue work's lease), at most
+/// [`MAX_TICK_MS`].
+fn pause(due: i64, now: i64) -> u64 {
+    u64::try_from(due.saturating_sub(now))
+        .unwrap_or(0)
+        .clamp(MIN_TICK_MS, MAX_TICK_MS)
+}
 
 /// What one host serves at once, and how long it waits for a request head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +157,7 @@ pub fn start_limited(
 ) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
-    let wake = Arc::new(Notify::new());
+    let wake = Arc::new(Ticker::new());
     let mut tasks = vec![tokio::spawn(accept_loop(
         runtime.clone(),
         listener,
@@ -133,7 +176,7 @@ async fn accept_loop(
     runtime: Arc<Runtime>,
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
-    wake: Arc<Notify>,
+    wake: Arc<Ticker>,
     mode: Mode,
     limits: Limits,
 ) {
@@ -316,14 +359,11 @@ fn plain(
 
 async fn serve_one(
     runtime: Arc<Runtime>,
-    wake: Arc<Notify>,
+    wake: Arc<Ticker>,
     req: Request<Incoming>,
     exchange: bool,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
-    // Whether the request may make work due now, so the ticker should run.
-    let method = mcp_method(&req);
-    let wakes = matches!(method, b"tools/call" | b"tasks/update" | b"tasks/cancel");
-    let listen = method == b"subscriptions/listen";
+    let listen = mcp_method(&req) == b"subscriptions/listen";
     // wasi:http needs the request's authority; without a usable Host header
     // the request cannot be passed to the component.
     let host_ok = req
@@ -381,9 +421,7 @@ async fn serve_one(
         };
         match runtime.exchange(&request).await {
             Ok(Some(resp)) => {
-                if wakes {
-                    wake.notify_one();
-                }
+                wake.poke(&runtime);
                 return Ok(plain(resp.status, resp.headers, resp.body));
             }
             // A stream after all: serve the same request through wasi:http.
@@ -401,38 +439,72 @@ async fn serve_one(
     match runtime.handle(req).await {
         Ok(resp) => {
             // The component has answered, so whatever it stored is committed.
-            if wakes {
-                wake.notify_one();
-            }
+            wake.poke(&runtime);
             Ok(resp)
         }
         Err(e) => Ok(component_failed(e)),
     }
 }
 
-async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, wake: Arc<Notify>) {
+async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, wake: Arc<Ticker>) {
     loop {
         let now = runtime.clock().now_ms();
-        let wait = match runtime.tick(now).await {
+        let mut wait = match runtime.tick(now).await {
             Ok(report) => {
                 if report.errors > 0 {
                     eprintln!("host: tick: {report}");
                 }
-                report.next_due.map_or(MAX_TICK_MS, |due| {
-                    u64::try_from(due.saturating_sub(now))
-                        .unwrap_or(0)
-                        .clamp(MIN_TICK_MS, MAX_TICK_MS)
-                })
+                report.next_due.map_or(MAX_TICK_MS, |due| pause(due, now))
             }
             Err(e) => {
                 eprintln!("host: tick failed: {e:#}");
                 MAX_TICK_MS
             }
         };
+        // Publish the plan before taking the writes' due times: a request
+        // that reads the old plan wrote before the take, and is seen here.
+        let plan = |wait: u64| now.saturating_add(wait as i64);
+        wake.planned.store(plan(wait), Ordering::SeqCst);
+        if let Some(due) = runtime.take_written_due() {
+            wait = wait.min(pause(due, now));
+            wake.planned.store(plan(wait), Ordering::SeqCst);
+        }
         tokio::select! {
             _ = stopped.changed() => return,
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
-            _ = wake.notified() => {}
+            _ = wake.wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_is_clamped_to_the_tick_bounds() {
+        assert_eq!(pause(1_000, 1_000), MIN_TICK_MS, "due now");
+        assert_eq!(pause(500, 1_000), MIN_TICK_MS, "overdue");
+        assert_eq!(pause(1_042, 1_000), 42);
+        assert_eq!(pause(i64::MAX, 1_000), MAX_TICK_MS);
+        assert_eq!(pause(i64::MIN, i64::MAX), MIN_TICK_MS);
+    }
+
+    #[test]
+    fn only_work_due_before_the_planned_tick_wakes_the_ticker() {
+        let t = Ticker::new();
+        assert!(
+            !t.due_before_planned(Some(0)),
+            "no plan yet: the first tick is coming"
+        );
+        t.planned.store(1_100, Ordering::SeqCst);
+        assert!(t.due_before_planned(Some(1_000)));
+        assert!(t.due_before_planned(Some(1_099)));
+        assert!(
+            !t.due_before_planned(Some(1_100)),
+            "the planned tick takes it"
+        );
+        assert!(!t.due_before_planned(Some(3_600_000)), "due at its expiry");
+        assert!(!t.due_before_planned(None), "nothing written");
     }
 }

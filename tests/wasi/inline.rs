@@ -49,3 +49,30 @@ async fn a_replayable_step_due_at_once_runs_inside_the_request_on_both_exports()
         assert_eq!(rt.store().get(&id).unwrap().unwrap().version, 2, "{via:?}");
     }
 }
+
+/// The host wakes its ticker only for work a request made due before the
+/// next planned tick: the runtime reports the earliest due time the
+/// component's writes stored. A create whose step ran inline leaves its
+/// task due only at its expiry; one whose first step waits is due then; a
+/// read stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_learns_the_earliest_due_time_a_request_stored() {
+    let dir = TempDir::new("written-due");
+    let mut settings = crate::runtime::Settings::new(env(&[("MCP_REPORT_OUTLINE_MS", "0")]));
+    settings.clock = Clock::manual(T0);
+    settings.guest_stderr = false;
+    let rt = runtime(dir.path(), settings);
+    let c = Client::new(rt.clone()).via(Via::Exchange);
+    assert_eq!(rt.take_written_due(), None);
+
+    let id = c.start("generate_report", json!({"size": "small"})).await;
+    let due = rt.take_written_due().expect("the create stored a due time");
+    assert!(due > T0 + 60_000, "due only at its expiry: {due}");
+    c.get(&id).await;
+    assert_eq!(rt.written_due(), None, "a read stores nothing");
+
+    c.start("slow_compute", json!({"seconds": 2})).await;
+    let due = rt.take_written_due();
+    assert!(due.is_some_and(|d| d <= T0 + 2_000), "{due:?}");
+    assert_eq!(rt.written_due(), None, "taken");
+}
