@@ -386,9 +386,9 @@ impl<'a, S: Store> TaskService<'a, S> {
         self
     }
 
-    /// `record` as its inline step (if any) leaves it; `None` when no step
-    /// ran.
-    async fn stepped(&self, record: &TaskRecord, now: Millis) -> Option<TaskRecord> {
+    /// `record` as its inline step (if any) leaves it, with its encoding;
+    /// `None` when no step ran.
+    async fn stepped(&self, record: &TaskRecord, now: Millis) -> Option<(TaskRecord, String)> {
         self.inline?.step_inline(record, now).await
     }
 
@@ -435,13 +435,19 @@ impl<'a, S: Store> TaskService<'a, S> {
 
     /// Charges the new `record` to its owner's quota (at its encoded size),
     /// then creates it if its id is free; `Ok(false)` if the id is taken.
+    /// `body` is the record's encoding when it is known already (an inline
+    /// step's, within the same size limit).
     async fn charge_and_create(
         &self,
         record: &TaskRecord,
+        body: Option<String>,
         limits: StartLimits,
         now: Millis,
     ) -> Result<bool, TaskError> {
-        let body = self.encode_new(record, limits.max_task_bytes)?;
+        let body = match body {
+            Some(body) => body,
+            None => self.encode_new(record, limits.max_task_bytes)?,
+        };
         let charge = quota::Charge {
             task_id: &record.id,
             expires_at: record.expires_at(),
@@ -500,8 +506,11 @@ impl<'a, S: Store> TaskService<'a, S> {
         match id {
             NewTaskId::FromRound { secret, nonce } => {
                 record.id = round_task_id(secret, nonce, limits.placements);
-                let record = self.stepped(&record, now).await.unwrap_or(record);
-                if self.charge_and_create(&record, limits, now).await? {
+                let (record, body) = match self.stepped(&record, now).await {
+                    Some((stepped, body)) => (stepped, Some(body)),
+                    None => (record, None),
+                };
+                if self.charge_and_create(&record, body, limits, now).await? {
                     return Ok(record);
                 }
                 match load(self.store, &record.id).await? {
@@ -515,12 +524,20 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
                     record.id = crate::ids::new_task_id(ids, limits.placements)?;
-                    if let Some(stepped) = self.stepped(&record, now).await {
-                        if self.charge_and_create(&stepped, limits, now).await? {
-                            return Ok(stepped);
+                    match self.stepped(&record, now).await {
+                        Some((stepped, body)) => {
+                            if self
+                                .charge_and_create(&stepped, Some(body), limits, now)
+                                .await?
+                            {
+                                return Ok(stepped);
+                            }
                         }
-                    } else if self.charge_and_create(&record, limits, now).await? {
-                        return Ok(record);
+                        None => {
+                            if self.charge_and_create(&record, None, limits, now).await? {
+                                return Ok(record);
+                            }
+                        }
                     }
                 }
                 Err(TaskError::NoTaskId)
@@ -650,15 +667,23 @@ impl<'a, S: Store> TaskService<'a, S> {
             if !change(&mut record)? {
                 return Ok(());
             }
-            if step && let Some(stepped) = self.stepped(&record, now).await {
-                // The client's change must fit on its own, whatever the
-                // step then keeps of it.
-                if self.max_task_bytes > 0 {
-                    self.fitting(&record)?;
+            let stepped = if step {
+                self.stepped(&record, now).await
+            } else {
+                None
+            };
+            let body = match stepped {
+                Some((r, body)) => {
+                    // The client's change must fit on its own, whatever the
+                    // step then keeps of it.
+                    if self.max_task_bytes > 0 {
+                        self.fitting(&record)?;
+                    }
+                    record = r;
+                    body
                 }
-                record = stepped;
-            }
-            let body = self.fitting(&record)?;
+                None => self.fitting(&record)?,
+            };
             if save_encoded(self.store, Some(version), &record, &body)
                 .await?
                 .is_ok()

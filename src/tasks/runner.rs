@@ -560,12 +560,16 @@ impl<'a, S: Store> Runner<'a, S> {
 
     /// Runs the due replayable step of `record`, which a client's request
     /// is about to write (see the module notes on inline steps), and returns
-    /// the record as the step's commit would leave it: the step counted, its
-    /// outcome applied. `None` when no step ran (not working, not due,
-    /// cancellation asked, a tool without replayable steps) or its outcome
-    /// was dropped (it overran its lease time, or would make the task larger
-    /// than allowed).
-    pub async fn step_inline(&self, record: &TaskRecord, now: Millis) -> Option<TaskRecord> {
+    /// the record as the step's commit would leave it (the step counted, its
+    /// outcome applied) with its encoding, for the request's one write.
+    /// `None` when no step ran (not working, not due, cancellation asked, a
+    /// tool without replayable steps) or its outcome was dropped (it overran
+    /// its lease time, or would make the task larger than allowed).
+    pub async fn step_inline(
+        &self,
+        record: &TaskRecord,
+        now: Millis,
+    ) -> Option<(TaskRecord, String)> {
         if record.status() != TaskStatus::Working
             || record.cancel_requested
             || !self.unleased(record, now)
@@ -584,13 +588,11 @@ impl<'a, S: Store> Runner<'a, S> {
         let mut stepped = record.clone();
         stepped.attempts = stepped.attempts.saturating_add(1);
         apply_outcome(&mut stepped, outcome, done, &self.retry);
-        if self.max_task_bytes > 0 {
-            let body = super::encode(&stepped, self.server_info).ok()?;
-            if body.len() > self.max_task_bytes {
-                return None;
-            }
+        let body = super::encode(&stepped, self.server_info).ok()?;
+        if self.max_task_bytes > 0 && body.len() > self.max_task_bytes {
+            return None;
         }
-        Some(stepped)
+        Some((stepped, body))
     }
 
     /// Runs the tool's step on the claimed record.
