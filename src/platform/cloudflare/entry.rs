@@ -9,7 +9,9 @@ use worker::{
     console_error, console_log,
 };
 
-use super::env::{early_error, env_lookup, misconfigured, now_ms, open_store, settings};
+use super::env::{
+    early_error, env_lookup, misconfigured, now_ms, open_store, settings, with_step_env,
+};
 use super::settings::{RequestLog, known_http_method};
 use super::sse;
 use super::store::DoStore;
@@ -91,17 +93,8 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         tools,
         Box::new(SystemRandom),
     ) {
-        // A replayable step may run inline in a create or an update, so the
-        // tools see the same settings, clock and log as in the shard.
-        Ok(s) => {
-            let vars = env.clone();
-            s.with_verifier(Box::new(super::webcrypto::WebCrypto))
-                .with_tool_settings(Box::new(move |name: &str| {
-                    vars.var(name).ok().map(|v| v.to_string())
-                }))
-                .with_clock(now_ms)
-                .with_log(|line| worker::console_warn!("{line}"))
-        }
+        // A replayable step may run inline in a create or an update.
+        Ok(s) => with_step_env(s.with_verifier(Box::new(super::webcrypto::WebCrypto)), &env),
         Err(e) => return early_error(e.http_status(), &e),
     };
     let request = HttpRequest {

@@ -22,6 +22,23 @@ pub(super) fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
     move |name| env.var(name).ok().map(|v| v.to_string())
 }
 
+/// `server` with what a tool's step sees on the Worker: its settings (the
+/// Worker's variables and secrets), the platform clock and the log. Both
+/// places that run steps use it: a shard's sweep, and a request that runs
+/// a replayable step inline.
+pub(super) fn with_step_env<S: crate::store::Store>(
+    server: crate::server::Server<S>,
+    env: &Env,
+) -> crate::server::Server<S> {
+    let env = env.clone();
+    server
+        .with_tool_settings(Box::new(move |name: &str| {
+            env.var(name).ok().map(|v| v.to_string())
+        }))
+        .with_clock(now_ms)
+        .with_log(|line| console_warn!("{line}"))
+}
+
 thread_local! {
     static SETTINGS: OnceCell<Result<Settings, String>> = const { OnceCell::new() };
 }

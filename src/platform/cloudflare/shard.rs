@@ -360,14 +360,10 @@ impl Shard {
             Ok(s) => s,
             Err(e) => return self.sweep_failed(&storage, origin, &e.message, now).await,
         };
-        let env = self.env.clone();
-        let server = server
-            .with_outbound(Box::new(super::outbound::FetchOutbound))
-            .with_tool_settings(Box::new(move |name: &str| {
-                env.var(name).ok().map(|v| v.to_string())
-            }))
-            .with_clock(now_ms)
-            .with_log(|line| worker::console_warn!("{line}"));
+        let server = super::env::with_step_env(
+            server.with_outbound(Box::new(super::outbound::FetchOutbound)),
+            &self.env,
+        );
         let tick = server.tick(now).await;
         let progress = tick.stepped + tick.purged + tick.cancelled > 0;
         let alarm_at = match tick.next_due {
