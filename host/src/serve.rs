@@ -157,17 +157,17 @@ pub fn start_limited(
 ) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
-    let wake = Arc::new(Ticker::new());
+    let ticker = Arc::new(Ticker::new());
     let mut tasks = vec![tokio::spawn(accept_loop(
         runtime.clone(),
         listener,
         stopped.clone(),
-        wake.clone(),
+        ticker.clone(),
         mode,
         limits,
     ))];
     if tick {
-        tasks.push(tokio::spawn(tick_loop(runtime, stopped, wake)));
+        tasks.push(tokio::spawn(tick_loop(runtime, stopped, ticker)));
     }
     Ok(Running { addr, stop, tasks })
 }
@@ -176,7 +176,7 @@ async fn accept_loop(
     runtime: Arc<Runtime>,
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
-    wake: Arc<Ticker>,
+    ticker: Arc<Ticker>,
     mode: Mode,
     limits: Limits,
 ) {
@@ -198,15 +198,15 @@ async fn accept_loop(
             continue;
         };
         let runtime = runtime.clone();
-        let wake = wake.clone();
+        let ticker = ticker.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let service = service_fn(move |req| {
-                let (runtime, wake) = (runtime.clone(), wake.clone());
+                let (runtime, ticker) = (runtime.clone(), ticker.clone());
                 async move {
                     match mode {
-                        Mode::Component => serve_one(runtime, wake, req, true).await,
-                        Mode::WasiHttp => serve_one(runtime, wake, req, false).await,
+                        Mode::Component => serve_one(runtime, ticker, req, true).await,
+                        Mode::WasiHttp => serve_one(runtime, ticker, req, false).await,
                         Mode::Constant => Ok(constant(req).await),
                     }
                 }
@@ -359,7 +359,7 @@ fn plain(
 
 async fn serve_one(
     runtime: Arc<Runtime>,
-    wake: Arc<Ticker>,
+    ticker: Arc<Ticker>,
     req: Request<Incoming>,
     exchange: bool,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
@@ -421,7 +421,7 @@ async fn serve_one(
         };
         match runtime.exchange(&request).await {
             Ok(Some(resp)) => {
-                wake.poke(&runtime);
+                ticker.poke(&runtime);
                 return Ok(plain(resp.status, resp.headers, resp.body));
             }
             // A stream after all: serve the same request through wasi:http.
@@ -439,14 +439,14 @@ async fn serve_one(
     match runtime.handle(req).await {
         Ok(resp) => {
             // The component has answered, so whatever it stored is committed.
-            wake.poke(&runtime);
+            ticker.poke(&runtime);
             Ok(resp)
         }
         Err(e) => Ok(component_failed(e)),
     }
 }
 
-async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, wake: Arc<Ticker>) {
+async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, ticker: Arc<Ticker>) {
     loop {
         let now = runtime.clock().now_ms();
         let mut wait = match runtime.tick(now).await {
@@ -464,15 +464,15 @@ async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, wa
         // Publish the plan before taking the writes' due times: a request
         // that reads the old plan wrote before the take, and is seen here.
         let plan = |wait: u64| now.saturating_add(wait as i64);
-        wake.planned.store(plan(wait), Ordering::SeqCst);
+        ticker.planned.store(plan(wait), Ordering::SeqCst);
         if let Some(due) = runtime.take_written_due() {
             wait = wait.min(pause(due, now));
-            wake.planned.store(plan(wait), Ordering::SeqCst);
+            ticker.planned.store(plan(wait), Ordering::SeqCst);
         }
         tokio::select! {
             _ = stopped.changed() => return,
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
-            _ = wake.wake.notified() => {}
+            _ = ticker.wake.notified() => {}
         }
     }
 }
