@@ -46,7 +46,7 @@ fn main() {
     tokio.block_on(async {
         let h = |m: &'static str, name: Option<String>| -> Vec<(String, String)> {
             let mut v = vec![
-                ("host".into(), "x".into()),
+                ("host".into(), "127.0.0.1".into()),
                 ("content-type".into(), "application/json".into()),
                 ("mcp-protocol-version".into(), "2026-07-28".into()),
                 ("mcp-method".into(), m.into()),
@@ -102,8 +102,25 @@ fn main() {
                 h("tasks/get", Some(created.clone())),
                 body("tasks/get", json!({"taskId": created})),
             ),
+            {
+                // Exactly what `load --workload get` sends.
+                let msg = mcp_tasks_edge_bench::message(7, "tasks/get", json!({"taskId": created}));
+                let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
+                hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
+                (
+                    "tasks/get as load sends it",
+                    "/mcp",
+                    hs,
+                    serde_json::to_vec(&msg).expect("json"),
+                )
+            },
         ];
+        // PROBE_ONLY=<name prefix> runs one case (for a profile of it).
+        let only = std::env::var("PROBE_ONLY").ok();
         for (name, path, hs, b) in &cases {
+            if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
+                continue;
+            }
             let refs: Vec<(&str, &[u8])> =
                 hs.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
             let method = if path == &"/nope" { "GET" } else { "POST" };
