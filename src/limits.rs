@@ -48,62 +48,106 @@ impl Default for Limits {
 
 /// Scans `body` once. Malformed JSON is left to the parser (-32700); this
 /// only refuses shapes beyond the limits.
+///
+/// Strings, most of any message, are crossed eight bytes at a time to the
+/// next quote or backslash; the members of each open array or object are
+/// counted on the stack (up to [`INLINE_DEPTH`] levels, beyond which a
+/// configured depth spills to the heap).
 pub fn check_shape(body: &[u8], limits: &Limits) -> Result<(), String> {
-    let mut members: Vec<usize> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut string_len = 0usize;
-    for &b in body {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-                continue;
-            }
-            string_len += 1;
-            if string_len > limits.max_string_bytes {
-                return Err(format!(
-                    "a string is longer than {} bytes.",
-                    limits.max_string_bytes
-                ));
-            }
-            continue;
-        }
+    let mut inline = [0usize; INLINE_DEPTH];
+    let mut spilled: Vec<usize> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&b) = body.get(i) {
+        i += 1;
         match b {
             b'"' => {
-                in_string = true;
-                string_len = 0;
+                let start = i;
+                let end = string_end(body, i);
+                if end - start > limits.max_string_bytes {
+                    return Err(format!(
+                        "a string is longer than {} bytes.",
+                        limits.max_string_bytes
+                    ));
+                }
+                i = end + 1;
             }
             b'[' | b'{' => {
-                if members.len() >= limits.max_depth {
+                if depth >= limits.max_depth {
                     return Err(format!(
                         "JSON nesting is deeper than {} levels.",
                         limits.max_depth
                     ));
                 }
-                members.push(1);
-            }
-            b']' | b'}' => {
-                members.pop();
-            }
-            b',' => {
-                if let Some(n) = members.last_mut() {
-                    *n += 1;
-                    if *n > limits.max_members {
-                        return Err(format!(
-                            "an array or object has more than {} members.",
-                            limits.max_members
-                        ));
+                match inline.get_mut(depth) {
+                    Some(n) => *n = 1,
+                    None => {
+                        spilled.truncate(depth - INLINE_DEPTH);
+                        spilled.push(1);
                     }
+                }
+                depth += 1;
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth > 0 => {
+                let top = depth - 1;
+                let n = match inline.get_mut(top) {
+                    Some(n) => n,
+                    None => match spilled.get_mut(top - INLINE_DEPTH) {
+                        Some(n) => n,
+                        None => continue,
+                    },
+                };
+                *n += 1;
+                if *n > limits.max_members {
+                    return Err(format!(
+                        "an array or object has more than {} members.",
+                        limits.max_members
+                    ));
                 }
             }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Nesting levels whose member counts live on the stack.
+const INLINE_DEPTH: usize = 64;
+
+/// The index of the quote that closes the string whose contents start at
+/// `i` (escaped characters skipped), or `body.len()` if it never closes.
+fn string_end(body: &[u8], mut i: usize) -> usize {
+    loop {
+        match quote_or_backslash(body, i) {
+            Some(j) if body.get(j) == Some(&b'\\') => i = j + 2,
+            Some(j) => return j,
+            None => return body.len(),
+        }
+    }
+}
+
+/// The first `"` or `\` at or after `i`.
+fn quote_or_backslash(body: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    while let Some(word) = body.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+        let w = u64::from_le_bytes(word);
+        // A byte of `x` is zero where `w` holds the byte looked for; the
+        // lowest flagged byte is always a real match.
+        let (q, s) = (w ^ QUOTES, w ^ BACKSLASHES);
+        let found = ((q.wrapping_sub(ONES) & !q) | (s.wrapping_sub(ONES) & !s)) & HIGH;
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    body.get(i..)?
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\')
+        .map(|p| i + p)
 }
 
 #[cfg(test)]
@@ -141,6 +185,123 @@ mod tests {
             r#"{"a":1,"b":2,"c":3,"d":4}"#,
         ] {
             assert!(check_shape(bad.as_bytes(), &small()).is_err(), "{bad}");
+        }
+    }
+
+    /// The byte-at-a-time scan the fast one must agree with.
+    fn reference(body: &[u8], limits: &Limits) -> Result<(), String> {
+        let mut members: Vec<usize> = Vec::new();
+        let (mut in_string, mut escaped, mut string_len) = (false, false, 0usize);
+        for &b in body {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                    continue;
+                }
+                string_len += 1;
+                if string_len > limits.max_string_bytes {
+                    return Err(format!(
+                        "a string is longer than {} bytes.",
+                        limits.max_string_bytes
+                    ));
+                }
+                continue;
+            }
+            match b {
+                b'"' => (in_string, string_len) = (true, 0),
+                b'[' | b'{' => {
+                    if members.len() >= limits.max_depth {
+                        return Err(format!(
+                            "JSON nesting is deeper than {} levels.",
+                            limits.max_depth
+                        ));
+                    }
+                    members.push(1);
+                }
+                b']' | b'}' => {
+                    members.pop();
+                }
+                b',' => {
+                    if let Some(n) = members.last_mut() {
+                        *n += 1;
+                        if *n > limits.max_members {
+                            return Err(format!(
+                                "an array or object has more than {} members.",
+                                limits.max_members
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn agrees_with_the_byte_at_a_time_scan(
+            body in proptest::collection::vec(
+                proptest::sample::select(b"\"\\[]{},:ab1 ".to_vec()), 0..200),
+            depth in 0usize..80,
+            string in 0usize..12,
+            members in 0usize..6,
+        ) {
+            let limits = Limits { max_depth: depth, max_string_bytes: string, max_members: members, ..Limits::default() };
+            proptest::prop_assert_eq!(check_shape(&body, &limits), reference(&body, &limits));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_past_the_stack_levels_is_counted() {
+        let limits = Limits {
+            max_depth: 100,
+            max_members: 2,
+            ..Limits::default()
+        };
+        let ok = format!("{}1,2{}", "[".repeat(90), "]".repeat(90));
+        assert_eq!(check_shape(ok.as_bytes(), &limits), Ok(()));
+        let wide = format!("{}1,2,3{}", "[".repeat(90), "]".repeat(90));
+        assert_eq!(
+            check_shape(wide.as_bytes(), &limits),
+            reference(wide.as_bytes(), &limits)
+        );
+        assert!(check_shape(wide.as_bytes(), &limits).is_err());
+        let deep = "[".repeat(101);
+        assert!(check_shape(deep.as_bytes(), &limits).is_err());
+        // Levels below the stack keep their counts after a deeper one closes.
+        let after = format!("{}[1],1,2,3{}", "[".repeat(70), "]".repeat(70));
+        assert_eq!(
+            check_shape(after.as_bytes(), &limits),
+            reference(after.as_bytes(), &limits)
+        );
+        assert!(check_shape(after.as_bytes(), &limits).is_err());
+    }
+
+    #[test]
+    fn long_strings_are_measured_across_words() {
+        let limits = Limits {
+            max_string_bytes: 20,
+            ..Limits::default()
+        };
+        for n in 0..40 {
+            for esc in [false, true] {
+                let inner = if esc {
+                    format!("{}\\\"{}", "x".repeat(n / 2), "y".repeat(n / 2))
+                } else {
+                    "z".repeat(n)
+                };
+                let body = format!(r#"{{"k":"{inner}","l":[1]}}"#);
+                assert_eq!(
+                    check_shape(body.as_bytes(), &limits),
+                    reference(body.as_bytes(), &limits),
+                    "{body}"
+                );
+            }
         }
     }
 
