@@ -26,7 +26,7 @@ use crate::crypto::{b64url, hmac_sha256};
 use crate::ids::IdSource;
 use crate::owner::Owner;
 use crate::protocol::meta::ClientCapabilities;
-use crate::protocol::tasks::{TaskStatus, TaskWire};
+use crate::protocol::tasks::TaskStatus;
 use crate::store::{Entry, Store, StoreError, Version};
 use crate::time::Millis;
 use record::{Change, Phase, TaskRecord};
@@ -44,21 +44,33 @@ fn store_failed(e: StoreError) -> TaskError {
     }
 }
 
-/// What is stored for a task, as two lines of JSON: first the reader's
-/// view (the facts that decide whether a caller may see the task, and the
-/// snapshot it is served, rendered once at write time), then the full
-/// record the writers work on. Compact JSON has no raw newline, so readers
-/// parse the first line only.
+/// What is stored for a task, as three lines of JSON: the reader's head
+/// (the facts that decide whether a caller may see the task), the snapshot
+/// it is served (rendered once at write time), and the full record the
+/// writers work on. Compact JSON has no raw newline, so a reader parses the
+/// short first line only and serves the second as it is, without scanning
+/// it. Records written earlier hold two lines (the head with the snapshot
+/// as its `snapshot` member, then the record) or the record alone; both
+/// are still read.
 #[derive(Serialize)]
-struct StoredViewOut<'a> {
+struct StoredHeadOut<'a> {
     owner: &'a Owner,
     expires_at: Millis,
     status: TaskStatus,
-    snapshot: TaskWire<'a>,
 }
 
 #[derive(Deserialize)]
-struct StoredView<'a> {
+struct StoredHead<'a> {
+    #[serde(borrow)]
+    owner: OwnerRef<'a>,
+    expires_at: Millis,
+    status: TaskStatus,
+}
+
+/// The head of a two-line record (written before the snapshot had its own
+/// line).
+#[derive(Deserialize)]
+struct StoredHeadWithSnapshot<'a> {
     #[serde(borrow)]
     owner: OwnerRef<'a>,
     expires_at: Millis,
@@ -67,12 +79,40 @@ struct StoredView<'a> {
     snapshot: &'a RawValue,
 }
 
+/// What a reader needs of a stored task.
+struct StoredView<'a> {
+    owner: OwnerRef<'a>,
+    expires_at: Millis,
+    status: TaskStatus,
+    /// JSON text of an object.
+    snapshot: &'a str,
+}
+
 impl<'a> StoredView<'a> {
-    /// The view line of a stored task; `None` for a record written before
-    /// views were stored.
+    /// The reader's part of a stored task; `None` for a record written
+    /// before views were stored.
     fn of(body: &'a str) -> Option<Self> {
-        let (view, _) = body.split_once('\n')?;
-        crate::json::from_str(view).ok()
+        let mut lines = body.splitn(3, '\n');
+        let (head, second, record) = (lines.next()?, lines.next()?, lines.next());
+        if record.is_some() {
+            let h: StoredHead<'_> = crate::json::from_str(head).ok()?;
+            // Written by `encode` as one object; a line that is not one is
+            // never served (the record is read instead).
+            let object = second.starts_with('{') && second.ends_with('}');
+            return object.then_some(StoredView {
+                owner: h.owner,
+                expires_at: h.expires_at,
+                status: h.status,
+                snapshot: second,
+            });
+        }
+        let h: StoredHeadWithSnapshot<'_> = crate::json::from_str(head).ok()?;
+        Some(StoredView {
+            owner: h.owner,
+            expires_at: h.expires_at,
+            status: h.status,
+            snapshot: h.snapshot.get(),
+        })
     }
 }
 
@@ -100,24 +140,29 @@ pub struct TaskView {
     pub snapshot: String,
 }
 
-/// Serialises a record for the store, with its snapshot rendered.
+/// Serialises a record for the store: its head, its rendered snapshot and
+/// the record, a line each.
 pub fn encode(record: &TaskRecord, server_info: &Value) -> Result<String, TaskError> {
-    let mut out = serde_json::to_string(&StoredViewOut {
+    let mut out = Vec::with_capacity(1024);
+    let head = StoredHeadOut {
         owner: &record.owner,
         expires_at: record.expires_at(),
         status: record.status(),
-        snapshot: record.wire(None, server_info, None),
-    })
-    .map_err(|_| TaskError::Encoding)?;
-    out.push('\n');
-    out.push_str(&serde_json::to_string(record).map_err(|_| TaskError::Encoding)?);
-    Ok(out)
+    };
+    serde_json::to_writer(&mut out, &head).map_err(|_| TaskError::Encoding)?;
+    out.push(b'\n');
+    serde_json::to_writer(&mut out, &record.wire(None, server_info, None))
+        .map_err(|_| TaskError::Encoding)?;
+    out.push(b'\n');
+    serde_json::to_writer(&mut out, record).map_err(|_| TaskError::Encoding)?;
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).map_err(|_| TaskError::Encoding)
 }
 
-/// Decodes a stored task (current or earlier format).
+/// Decodes a stored task (current or earlier format): the record is the
+/// last line.
 pub fn decode(body: &str) -> Result<TaskRecord, TaskError> {
-    // Without a view line: a record written before snapshots were stored.
-    let record = body.split_once('\n').map_or(body, |(_, record)| record);
+    let record = body.rsplit_once('\n').map_or(body, |(_, record)| record);
     crate::json::from_str::<TaskRecord>(record).map_err(|_| TaskError::Unreadable)
 }
 
@@ -128,7 +173,7 @@ pub fn finished_until(key: &str, body: &str) -> Option<Millis> {
         if !v.status.is_terminal() {
             return None;
         }
-        let id: SnapshotId<'_> = crate::json::from_str(v.snapshot.get()).ok()?;
+        let id: SnapshotId<'_> = crate::json::from_str(v.snapshot).ok()?;
         return (id.task_id == key).then_some(v.expires_at);
     }
     let record = decode(body).ok()?;
@@ -211,7 +256,7 @@ async fn lookup_view<S: Store>(
             (true, false) => Lookup::Expired,
             (true, true) => Lookup::Visible(TaskView {
                 status: v.status,
-                snapshot: v.snapshot.get().to_owned(),
+                snapshot: v.snapshot.to_owned(),
             }),
         });
     }

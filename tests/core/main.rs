@@ -16,5 +16,6 @@ mod ownership;
 mod quotas;
 mod round_trips;
 mod steps;
+mod stored;
 mod support;
 mod transcript;

@@ -545,7 +545,8 @@ async function growth() {
     legacy = `tsk_${crypto.randomBytes(16).toString('base64url')}`;
     record.id = legacy;
     view.snapshot.taskId = legacy;
-    const body = `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
+    // Planted in the two-line layout of earlier deployments.
+    const body = storedBody(view, record, true);
     await hook('shard', { put: { key: legacy, expected: null, body, due_at: reply.entry.due_at ?? null } });
     equal((await getTask(legacy)).status, 'working', 'the planted task reads');
   });
@@ -789,10 +790,24 @@ async function inspectorCli() {
 }
 
 // A stored task is two lines of JSON: the reader's view, then the record.
+/// A stored task's head (with its snapshot as `view.snapshot`) and record.
+/// It is written as three lines: head, snapshot, record.
 function storedTask(body) {
-  const newline = body.indexOf('\n');
-  check(newline > 0, `a stored task has a view line: ${body.slice(0, 80)}`);
-  return { view: JSON.parse(body.slice(0, newline)), record: JSON.parse(body.slice(newline + 1)) };
+  const lines = body.split('\n');
+  check(lines.length === 3, `a stored task has a head, a snapshot and a record line: ${body.slice(0, 80)}`);
+  const view = JSON.parse(lines[0]);
+  check(!('snapshot' in view), 'the snapshot has its own line');
+  view.snapshot = JSON.parse(lines[1]);
+  return { view, record: JSON.parse(lines[2]) };
+}
+
+/// A stored body from `storedTask`'s parts: the current three-line layout,
+/// or (`earlier`) the two-line one written before it (the snapshot inside
+/// the head), which is still read.
+function storedBody(view, record, earlier = false) {
+  if (earlier) return `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
+  const { snapshot, ...head } = view;
+  return `${JSON.stringify(head)}\n${JSON.stringify(snapshot)}\n${JSON.stringify(record)}`;
 }
 
 async function kvCache() {
@@ -853,7 +868,7 @@ async function kvCache() {
       record.id = id;
       view.snapshot.taskId = id;
       edit(view, record);
-      const body = `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
+      const body = storedBody(view, record);
       await hook('kv', { action: 'put', key: `task:${id}`, value: JSON.stringify({ ...entry, body }) });
     };
     const foreign = `tsk_foreign${crypto.randomBytes(8).toString('hex').slice(0, 15)}`;
