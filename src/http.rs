@@ -304,36 +304,43 @@ fn loopback_only(
 /// under `.localhost`), an address in 127.0.0.0/8, or `[::1]`, with an
 /// optional port.
 pub fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim().to_ascii_lowercase();
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((addr, port)) if port.is_empty() || valid_port(port) => {
-                return addr == "::1";
-            }
-            _ => return false,
-        }
-    } else {
-        match host.rsplit_once(':') {
-            Some((name, port)) if valid_port(&format!(":{port}")) => name.to_owned(),
-            Some(_) => return false,
-            None => host,
-        }
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((addr, port)) if port.is_empty() || valid_port(port) => addr == "::1",
+            _ => false,
+        };
+    }
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port_digits(port) => name,
+        Some(_) => return false,
+        None => host,
     };
-    if name == "localhost" || name.ends_with(".localhost") {
+    const SUFFIX: &[u8] = b".localhost";
+    let bytes = name.as_bytes();
+    if name.eq_ignore_ascii_case("localhost")
+        || bytes.len() >= SUFFIX.len()
+            && bytes[bytes.len() - SUFFIX.len()..].eq_ignore_ascii_case(SUFFIX)
+    {
         return true;
     }
-    let octets: Vec<&str> = name.split('.').collect();
-    octets.len() == 4
-        && octets.first() == Some(&"127")
-        && octets
-            .iter()
-            .all(|o| !o.is_empty() && o.len() <= 3 && o.parse::<u8>().is_ok())
+    let mut octets = 0;
+    for (i, o) in name.split('.').enumerate() {
+        let valid = !o.is_empty() && o.len() <= 3 && o.parse::<u8>().is_ok();
+        if !valid || (i == 0 && o != "127") {
+            return false;
+        }
+        octets += 1;
+    }
+    octets == 4
 }
 
 fn valid_port(colon_port: &str) -> bool {
-    colon_port
-        .strip_prefix(':')
-        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+    colon_port.strip_prefix(':').is_some_and(port_digits)
+}
+
+fn port_digits(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Checks that need neither the caller nor the body: path, `Origin`
@@ -642,6 +649,45 @@ impl ListenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in [
+            "localhost",
+            "LocalHost:1",
+            " 127.0.0.1 ",
+            "127.255.0.9:65535",
+            "[::1]",
+            "[::1]:80",
+            "a.b.LOCALHOST",
+            ".localhost",
+            "127.000.0.1",
+        ] {
+            assert!(is_loopback_host(host), "{host:?}");
+        }
+        for host in [
+            "",
+            ":80",
+            "127.0.0",
+            "127.0.0.1.1",
+            "127.0.0.256",
+            "127..0.1",
+            "128.0.0.1",
+            "127.0.0.1:",
+            "127.0.0.1:123456",
+            "127.0.0.1:8o",
+            "[::1]x",
+            "[::1]:",
+            "[::2]",
+            "localhost.",
+            "xlocalhost",
+            "::1",
+            "127.0.0.1\u{e9}",
+            "127.0.0.0001",
+        ] {
+            assert!(!is_loopback_host(host), "{host:?}");
+        }
+    }
 
     #[test]
     fn origins() {

@@ -174,7 +174,7 @@ pub(crate) fn mirrored<'a>(headers: &'a [(String, String)], name: &str) -> Heade
 
 /// Decodes the `=?base64?...?=` form of a header value; other values are
 /// returned as they are. A malformed sentinel decodes to `None`.
-fn decode_sentinel(v: &str) -> Option<String> {
+fn decode_sentinel(v: &str) -> Option<std::borrow::Cow<'_, str>> {
     match v
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
@@ -184,9 +184,9 @@ fn decode_sentinel(v: &str) -> Option<String> {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(inner)
                 .ok()?;
-            String::from_utf8(bytes).ok()
+            String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
         }
-        None => Some(v.to_owned()),
+        None => Some(std::borrow::Cow::Borrowed(v)),
     }
 }
 
