@@ -318,10 +318,12 @@ pub fn is_loopback_host(host: &str) -> bool {
     };
     const SUFFIX: &[u8] = b".localhost";
     let bytes = name.as_bytes();
-    if name.eq_ignore_ascii_case("localhost")
-        || bytes.len() >= SUFFIX.len()
-            && bytes[bytes.len() - SUFFIX.len()..].eq_ignore_ascii_case(SUFFIX)
-    {
+    let under_localhost = bytes
+        .len()
+        .checked_sub(SUFFIX.len())
+        .and_then(|start| bytes.get(start..))
+        .is_some_and(|tail| tail.eq_ignore_ascii_case(SUFFIX));
+    if under_localhost || name.eq_ignore_ascii_case("localhost") {
         return true;
     }
     let mut octets = 0;
