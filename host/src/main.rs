@@ -27,6 +27,10 @@
 //! is closed. `--tick-slices N` (default 8, at most 64) lets a tick run as up
 //! to N component calls at once, each over its own slice of the due tasks,
 //! so their commits share syncs (one call when at most one task is due).
+//! `--threads N` (default: one per CPU) serves connections on N threads,
+//! each running its own single-threaded runtime and keeping a connection
+//! from its first request to its last (0: one multi-threaded runtime for
+//! everything, as before).
 //! The data directory is created 0700 and its files 0600.
 
 use std::path::PathBuf;
@@ -52,6 +56,9 @@ struct Args {
     limits: serve::Limits,
     max_instances: usize,
     tick_slices: u32,
+    /// Threads serving connections (0: one multi-threaded runtime for
+    /// everything).
+    threads: usize,
 }
 
 fn parse_args() -> Result<Args> {
@@ -67,6 +74,7 @@ fn parse_args() -> Result<Args> {
         limits: serve::Limits::default(),
         max_instances: runtime::MAX_INSTANCES,
         tick_slices: runtime::TICK_SLICES,
+        threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -108,6 +116,12 @@ fn parse_args() -> Result<Args> {
                     );
                 }
             }
+            "--threads" => {
+                args.threads = value("--threads")?.parse().context("--threads")?;
+                if args.threads > 256 {
+                    bail!("--threads must be at most 256");
+                }
+            }
             "--header-timeout-ms" => {
                 args.limits.header_read_timeout = std::time::Duration::from_millis(
                     value("--header-timeout-ms")?
@@ -121,7 +135,7 @@ fn parse_args() -> Result<Args> {
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
                      [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
                      [--max-instances N (128)] [--header-timeout-ms MS (10000)] \
-                     [--tick-slices N (8)]"
+                     [--tick-slices N (8)] [--threads N (CPUs; 0: one shared runtime)]"
                 );
                 std::process::exit(0);
             }
@@ -152,12 +166,29 @@ fn main() -> Result<()> {
     let store = Arc::new(SqliteStore::open_with(&args.data, args.sync)?);
     let runtime = Runtime::new(&args.component, store.clone(), settings)?;
 
-    let rt = tokio::runtime::Runtime::new()?;
+    // With --threads N, each of N threads runs its own single-threaded
+    // runtime and serves the connections handed to it; this thread accepts
+    // and ticks. With 0, one multi-threaded runtime does everything.
+    let (rt, workers) = if args.threads == 0 {
+        (tokio::runtime::Runtime::new()?, Vec::new())
+    } else {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        (rt, spawn_workers(args.threads)?)
+    };
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
             .await
             .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
-        let running = serve::start_limited(runtime, listener, args.tick, args.mode, args.limits)?;
+        let running = serve::start_on(
+            runtime,
+            listener,
+            args.tick,
+            args.mode,
+            args.limits,
+            workers,
+        )?;
         println!(
             "host: serving {} (store {}, instances {:?}, ticker {})",
             running.url(),
@@ -170,6 +201,23 @@ fn main() -> Result<()> {
         running.stop().await;
         Ok(())
     })
+}
+
+/// `n` threads, each running a single-threaded runtime until the process
+/// ends; their handles.
+fn spawn_workers(n: usize) -> Result<Vec<tokio::runtime::Handle>> {
+    (0..n)
+        .map(|i| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let handle = rt.handle().clone();
+            std::thread::Builder::new()
+                .name(format!("host-worker-{i}"))
+                .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+            Ok(handle)
+        })
+        .collect()
 }
 
 async fn shutdown_signal() {

@@ -19,7 +19,8 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::runtime::Handle;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
 use crate::runtime::{AtCapacity, Runtime};
@@ -155,6 +156,26 @@ pub fn start_limited(
     mode: Mode,
     limits: Limits,
 ) -> std::io::Result<Running> {
+    start_on(runtime, listener, tick, mode, limits, Vec::new())
+}
+
+/// [`start_limited`], serving each accepted connection on the next of
+/// `workers` in turn (each typically a current-thread runtime on its own
+/// thread), or on the calling runtime if `workers` is empty. The accept
+/// loop and the ticker stay on the calling runtime.
+///
+/// A connection then lives on one thread from its first request to its
+/// last: no work stealing, no wake-ups across threads between a socket
+/// becoming readable and its request being served, which is most of what
+/// a multi-threaded scheduler spends on a request-response connection.
+pub fn start_on(
+    runtime: Arc<Runtime>,
+    listener: TcpListener,
+    tick: bool,
+    mode: Mode,
+    limits: Limits,
+    workers: Vec<Handle>,
+) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let ticker = Arc::new(Ticker::new());
@@ -165,6 +186,7 @@ pub fn start_limited(
         ticker.clone(),
         mode,
         limits,
+        workers,
     ))];
     if tick {
         tasks.push(tokio::spawn(tick_loop(runtime, stopped, ticker)));
@@ -179,8 +201,10 @@ async fn accept_loop(
     ticker: Arc<Ticker>,
     mode: Mode,
     limits: Limits,
+    workers: Vec<Handle>,
 ) {
     let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut next_worker = 0usize;
     loop {
         let (stream, _) = tokio::select! {
             _ = stopped.changed() => return,
@@ -197,30 +221,61 @@ async fn accept_loop(
             tokio::spawn(refuse_connection(stream));
             continue;
         };
+        // Requests and responses are small and each is written whole: no
+        // reason to hold a segment back.
+        let _ = stream.set_nodelay(true);
         let runtime = runtime.clone();
         let ticker = ticker.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let service = service_fn(move |req| {
-                let (runtime, ticker) = (runtime.clone(), ticker.clone());
-                async move {
-                    match mode {
-                        Mode::Component => serve_one(runtime, ticker, req, true).await,
-                        Mode::WasiHttp => serve_one(runtime, ticker, req, false).await,
-                        Mode::Constant => Ok(constant(req).await),
+        let Some(worker) = workers.get(next_worker % workers.len().max(1)) else {
+            tokio::spawn(connection(runtime, ticker, stream, mode, limits, permit));
+            continue;
+        };
+        next_worker = next_worker.wrapping_add(1);
+        // The stream moves to the worker's own reactor.
+        match stream.into_std() {
+            Ok(std) => {
+                worker.spawn(async move {
+                    match tokio::net::TcpStream::from_std(std) {
+                        Ok(stream) => {
+                            connection(runtime, ticker, stream, mode, limits, permit).await
+                        }
+                        Err(e) => eprintln!("host: a connection could not move to its worker: {e}"),
                     }
-                }
-            });
-            if let Err(e) = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-                && !e.is_incomplete_message()
-            {
-                eprintln!("host: connection error: {e}");
+                });
             }
-        });
+            Err(e) => eprintln!("host: a connection could not move to its worker: {e}"),
+        }
+    }
+}
+
+/// Serves one connection's requests until it closes.
+async fn connection(
+    runtime: Arc<Runtime>,
+    ticker: Arc<Ticker>,
+    stream: tokio::net::TcpStream,
+    mode: Mode,
+    limits: Limits,
+    permit: OwnedSemaphorePermit,
+) {
+    let _permit = permit;
+    let service = service_fn(move |req| {
+        let (runtime, ticker) = (runtime.clone(), ticker.clone());
+        async move {
+            match mode {
+                Mode::Component => serve_one(runtime, ticker, req, true).await,
+                Mode::WasiHttp => serve_one(runtime, ticker, req, false).await,
+                Mode::Constant => Ok(constant(req).await),
+            }
+        }
+    });
+    if let Err(e) = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+        && !e.is_incomplete_message()
+    {
+        eprintln!("host: connection error: {e}");
     }
 }
 

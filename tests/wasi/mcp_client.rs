@@ -47,13 +47,44 @@ async fn poll_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_client_runs_answers_and_cancels_tasks_over_http() {
-    let dir = TempDir::new("rmcp");
+    rmcp_scenario("rmcp", Vec::new()).await;
+}
+
+/// The same with connections served by worker threads, each running its
+/// own single-threaded runtime (what `host --threads N` does).
+#[tokio::test(flavor = "current_thread")]
+async fn rmcp_client_is_served_on_worker_threads() {
+    let workers: Vec<tokio::runtime::Handle> = (0..2)
+        .map(|_| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let handle = rt.handle().clone();
+            std::thread::spawn(move || rt.block_on(std::future::pending::<()>()));
+            handle
+        })
+        .collect();
+    rmcp_scenario("rmcp-workers", workers).await;
+}
+
+async fn rmcp_scenario(name: &str, workers: Vec<tokio::runtime::Handle>) {
+    let dir = TempDir::new(name);
     let mut settings = Settings::new(env(&[("MCP_POLL_INTERVAL_MS", "50")]));
     settings.clock = Clock::System;
     settings.guest_stderr = false;
     let rt = runtime(dir.path(), settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let host = crate::serve::start(rt.clone(), listener, true).unwrap();
+    let first_worker = workers.first().cloned();
+    let host = crate::serve::start_on(
+        rt.clone(),
+        listener,
+        true,
+        crate::serve::Mode::Component,
+        crate::serve::Limits::default(),
+        workers,
+    )
+    .unwrap();
 
     let caps = ClientCapabilities::builder()
         .enable_elicitation()
@@ -71,6 +102,11 @@ async fn rmcp_client_runs_answers_and_cancels_tasks_over_http() {
             .unwrap();
     let info = client.peer_info().unwrap();
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    if let Some(worker) = &first_worker {
+        // The client's connection is served there, not by the runtime that
+        // accepted it.
+        assert!(worker.metrics().num_alive_tasks() >= 1);
+    }
     assert!(info.capabilities.supports_tasks());
 
     // A task that needs input: poll at its interval, answer with tasks/update.
