@@ -36,6 +36,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections kept for reuse.
 const MAX_IDLE: usize = 16;
 
+/// The page size of a new store. A stored task (about 1.3 KB for the
+/// demo's reports) then fits in its B-tree leaf instead of spilling into an
+/// overflow page, as it does with SQLite's default of 4 KiB in a table
+/// without rowids (whose rows spill past about 1 KB): a read touches one
+/// page less and a write rewrites one page instead of two. `tasks/get` at
+/// 16 connections: 30,965 against 24,744/s (median of 8 runs), host CPU
+/// 32.2 against 40.9 us per request; the flow +4% (bench/README.md).
+pub const PAGE_SIZE: i64 = 16 * 1024;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
     key     TEXT PRIMARY KEY NOT NULL,
@@ -412,6 +421,9 @@ impl SqliteStore {
     fn connect(&self) -> rusqlite::Result<Connection> {
         let conn = Connection::open(&self.path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Takes effect only while the file is empty (a new store); an
+        // existing store keeps the page size it was created with.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         let sync = match self.sync {
             Sync::Full => "FULL",
@@ -575,6 +587,51 @@ mod tests {
             assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
         }
         drop(store);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A new store has the larger pages; a store created with SQLite's
+    /// default keeps its own and reads and writes as before.
+    #[test]
+    fn a_new_store_has_large_pages_and_an_old_one_keeps_its_own() {
+        let base = std::env::temp_dir().join(format!("mte-pages-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let page_size = |dir: &std::path::Path| -> i64 {
+            rusqlite::Connection::open(dir.join(super::FILE_NAME))
+                .unwrap()
+                .query_row("PRAGMA page_size", [], |r| r.get(0))
+                .unwrap()
+        };
+        let fresh = base.join("fresh");
+        let store = super::SqliteStore::open(&fresh).unwrap();
+        store.put("k", None, "{}", None).unwrap();
+        drop(store);
+        assert_eq!(page_size(&fresh), super::PAGE_SIZE);
+
+        let old = base.join("old");
+        std::fs::create_dir_all(&old).unwrap();
+        {
+            let c = rusqlite::Connection::open(old.join(super::FILE_NAME)).unwrap();
+            c.pragma_update(None, "journal_mode", "WAL").unwrap();
+            c.execute_batch(super::SCHEMA).unwrap();
+            c.execute(
+                "INSERT INTO entries (key, version, body, due_at) VALUES ('a', 3, 'before', 7)",
+                [],
+            )
+            .unwrap();
+        }
+        assert_eq!(page_size(&old), 4096);
+        let store = super::SqliteStore::open(&old).unwrap();
+        let a = store.get("a").unwrap().unwrap();
+        assert_eq!(
+            (a.version, a.body.as_str(), a.due_at),
+            (3, "before", Some(7))
+        );
+        let body = "x".repeat(3000);
+        assert_eq!(store.put("a", Some(3), &body, None), Ok(4));
+        assert_eq!(store.get("a").unwrap().unwrap().body, body);
+        drop(store);
+        assert_eq!(page_size(&old), 4096);
         std::fs::remove_dir_all(&base).unwrap();
     }
 
