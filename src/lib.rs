@@ -37,6 +37,7 @@ pub mod prompts;
 pub mod protocol;
 pub mod resources;
 pub mod server;
+mod sorted;
 pub mod store;
 pub mod tasks;
 pub mod testing;

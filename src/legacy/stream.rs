@@ -10,7 +10,9 @@
 //! timeout) saying the work goes on; the task is untouched, and the client
 //! asks for `tasks/result` again (or polls `tasks/get`).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::sorted::SortedSet;
 
 use serde_json::{Map, Value, json};
 
@@ -64,7 +66,7 @@ pub struct Stream {
     kind: Kind,
     pending: VecDeque<Vec<u8>>,
     /// Input keys already asked on this stream.
-    sent: BTreeSet<String>,
+    sent: SortedSet,
     ends_at: Millis,
     poll_ms: u64,
     poll_now: bool,
@@ -117,7 +119,7 @@ impl Stream {
             owner,
             kind,
             pending: VecDeque::new(),
-            sent: BTreeSet::new(),
+            sent: SortedSet::new(),
             ends_at,
             poll_ms: poll_ms.max(1),
             poll_now: true,

@@ -17,9 +17,9 @@
 //! A record that cannot be read is refused loudly, never reset.
 //! With every limit off no record is kept and nothing is listed.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
+
+use crate::sorted::SortedMap;
 
 use super::{TaskError, decode as decode_task, store_failed};
 use crate::crypto::{b64url, sha256};
@@ -63,13 +63,13 @@ pub enum Exceeded {
 #[derive(Default, Serialize, Deserialize)]
 struct Outstanding {
     /// Task id -> expiry, for tasks not known to be finished.
-    tasks: BTreeMap<String, Millis>,
+    tasks: SortedMap<Millis>,
     /// Task id -> expiry, for finished tasks (not counted as unfinished).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    finished: BTreeMap<String, Millis>,
+    #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
+    finished: SortedMap<Millis>,
     /// Task id -> bytes charged (listed tasks only).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    bytes: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
+    bytes: SortedMap<u64>,
     /// The creation-rate bucket: tokens left (thousandths) and when it was
     /// last filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,6 +1,8 @@
 //! The persisted task record and the one place where it changes state.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use crate::sorted::SortedSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -106,7 +108,7 @@ pub struct TaskRecord {
     pub wake_at: Option<Millis>,
     /// Every input key ever issued: keys are unique over the task's life.
     #[serde(default)]
-    pub issued_keys: BTreeSet<String>,
+    pub issued_keys: SortedSet,
     /// Responses received for the current input round, for the next step.
     #[serde(default)]
     pub answers: BTreeMap<String, Value>,
@@ -403,7 +405,7 @@ mod tests {
             poll_interval_ms: 500,
             state: Value::Null,
             wake_at: Some(2_000),
-            issued_keys: BTreeSet::new(),
+            issued_keys: SortedSet::new(),
             answers: BTreeMap::new(),
             cancel_requested: false,
             lease: None,

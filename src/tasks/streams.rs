@@ -6,7 +6,7 @@
 //! when its lease runs out. A record that cannot be read is refused
 //! loudly, never reset.
 
-use std::collections::BTreeMap;
+use crate::sorted::SortedMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,7 @@ pub const RENEW_MS: i64 = 30_000;
 #[derive(Default, Serialize, Deserialize)]
 struct Open {
     /// Stream id -> lease expiry.
-    streams: BTreeMap<String, Millis>,
+    streams: SortedMap<Millis>,
 }
 
 /// One stream's slot.

@@ -4,7 +4,7 @@
 //! emits a `notifications/tasks` for every subscribed task whose snapshot
 //! changed since the last one sent.
 
-use std::collections::BTreeMap;
+use crate::sorted::SortedMap;
 
 use serde_json::{Map, Value, json};
 
@@ -37,7 +37,7 @@ pub struct Subscription {
     owner: Owner,
     /// Acknowledged task ids and the last snapshot sent for each (`None`
     /// until the first one); removed once terminal or gone.
-    tasks: BTreeMap<String, Option<String>>,
+    tasks: SortedMap<Option<String>>,
     acknowledged: Vec<String>,
     server_info: Value,
     /// When the stream ends on its own (then the client may listen again).
@@ -60,7 +60,7 @@ impl Subscription {
         now: Millis,
         settings: ListenSettings,
     ) -> Result<Subscription, RpcError> {
-        let mut tasks = BTreeMap::new();
+        let mut tasks = SortedMap::new();
         let mut acknowledged = Vec::new();
         for task_id in filter.task_ids.iter().flatten().take(100) {
             if tasks.contains_key(task_id) {
