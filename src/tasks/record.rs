@@ -239,7 +239,7 @@ impl TaskRecord {
             return Ok(());
         }
         if let Change::NeedInput { requests, .. } = &change
-            && let Some(k) = requests.keys().find(|k| self.issued_keys.contains(*k))
+            && let Some(k) = requests.keys().find(|k| self.issued_keys.contains(k))
         {
             return Err(ChangeError::KeyReused(k.clone()));
         }
