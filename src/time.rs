@@ -15,7 +15,24 @@ pub fn iso8601(ms: Millis) -> String {
     let (h, rest) = (in_day / 3_600_000, in_day % 3_600_000);
     let (min, rest) = (rest / 60_000, rest % 60_000);
     let (s, milli) = (rest / 1000, rest % 1000);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{milli:03}Z")
+    // Written digit by digit (every task write renders two of these).
+    let mut out = String::with_capacity(24);
+    for (n, width, after) in [
+        (y, 4, '-'),
+        (i64::from(m), 2, '-'),
+        (i64::from(d), 2, 'T'),
+        (h, 2, ':'),
+        (min, 2, ':'),
+        (s, 2, '.'),
+        (milli, 3, 'Z'),
+    ] {
+        for place in (0..width).rev() {
+            let digit = (n / 10_i64.pow(place)).rem_euclid(10);
+            out.push(char::from(b'0' + digit as u8));
+        }
+        out.push(after);
+    }
+    out
 }
 
 /// Days since the epoch to a proleptic Gregorian (year, month, day), after
