@@ -25,9 +25,12 @@ fn main() {
     let mut settings = runtime::Settings::new(
         [
             ("MCP_TOOLS", "all"),
+            ("MCP_REPORT_OUTLINE_MS", "0"),
             ("MCP_AUTH", "insecure-local"),
             ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
             ("MCP_MAX_OUTSTANDING_TASKS", "0"),
+            ("MCP_MAX_STORED_BYTES", "0"),
+            ("MCP_MAX_TASKS_PER_MINUTE", "0"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -102,6 +105,23 @@ fn main() {
                 h("tasks/get", Some(created.clone())),
                 body("tasks/get", json!({"taskId": created})),
             ),
+            {
+                // What `load --workload flow` sends first: a task whose
+                // first step runs inside the request.
+                let msg = mcp_tasks_edge_bench::message(
+                    8,
+                    "tools/call",
+                    json!({"name": "generate_report", "arguments": {"size": "small"}}),
+                );
+                let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
+                hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
+                (
+                    "tools/call generate_report",
+                    "/mcp",
+                    hs,
+                    serde_json::to_vec(&msg).expect("json"),
+                )
+            },
             {
                 // Exactly what `load --workload get` sends.
                 let msg = mcp_tasks_edge_bench::message(7, "tasks/get", json!({"taskId": created}));
