@@ -27,7 +27,7 @@ build server "--profile worker --out-dir ../build"
 build server "--profile worker --out-dir ../build-e2e" --features test-hooks,conformance
 # The starter, as its own wrangler.toml builds it (wrangler dev runs the
 # same command again at start, then from cache).
-build examples/starter "--release"
+build examples/starter "--profile worker"
 
 size() { stat -c %s "$1"; }
 gz() { gzip -9c "$1" | wc -c; }
