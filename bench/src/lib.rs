@@ -64,7 +64,10 @@ impl Conn {
             "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
             "clientInfo": {"name": "mcp-tasks-edge-load", "version": "0.1.0"}}});
         let (status, headers, _) = c
-            .send(&init, vec![("content-type".into(), "application/json".into())])
+            .send(
+                &init,
+                vec![("content-type".into(), "application/json".into())],
+            )
             .await?;
         let session = headers
             .get("mcp-session-id")
@@ -89,7 +92,10 @@ impl Conn {
                 json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
                 vec![
                     ("content-type".into(), "application/json".into()),
-                    ("accept".into(), "application/json, text/event-stream".into()),
+                    (
+                        "accept".into(),
+                        "application/json, text/event-stream".into(),
+                    ),
                     ("mcp-protocol-version".into(), "2025-11-25".into()),
                     ("mcp-session-id".into(), session.clone()),
                 ],
