@@ -75,7 +75,7 @@ async fn rmcp_scenario(name: &str, workers: Vec<tokio::runtime::Handle>) {
     settings.guest_stderr = false;
     let rt = runtime(dir.path(), settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let first_worker = workers.first().cloned();
+    let served_by = workers.clone();
     let host = crate::serve::start_on(
         rt.clone(),
         listener,
@@ -102,10 +102,27 @@ async fn rmcp_scenario(name: &str, workers: Vec<tokio::runtime::Handle>) {
             .unwrap();
     let info = client.peer_info().unwrap();
     assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
-    if let Some(worker) = &first_worker {
-        // The client's connection is served there, not by the runtime that
-        // accepted it.
-        assert!(worker.metrics().num_alive_tasks() >= 1);
+    if !served_by.is_empty() {
+        // A connection held open (no request yet: it waits under the
+        // 10-second header timeout) is served on one of the worker
+        // threads, not by the runtime that accepted it.
+        let addr = host.url();
+        let addr = addr
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let _held = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let on_workers = || -> usize {
+            served_by
+                .iter()
+                .map(|w| w.metrics().num_alive_tasks())
+                .sum()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while on_workers() == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(on_workers() >= 1, "no connection task on any worker thread");
     }
     assert!(info.capabilities.supports_tasks());
 
