@@ -175,7 +175,7 @@ fn main() -> Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        (rt, spawn_workers(args.threads)?)
+        (rt, serve::worker_threads(args.threads)?)
     };
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
@@ -201,23 +201,6 @@ fn main() -> Result<()> {
         running.stop().await;
         Ok(())
     })
-}
-
-/// `n` threads, each running a single-threaded runtime until the process
-/// ends; their handles.
-fn spawn_workers(n: usize) -> Result<Vec<tokio::runtime::Handle>> {
-    (0..n)
-        .map(|i| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            let handle = rt.handle().clone();
-            std::thread::Builder::new()
-                .name(format!("host-worker-{i}"))
-                .spawn(move || rt.block_on(std::future::pending::<()>()))?;
-            Ok(handle)
-        })
-        .collect()
 }
 
 async fn shutdown_signal() {

@@ -159,6 +159,23 @@ pub fn start_limited(
     start_on(runtime, listener, tick, mode, limits, Vec::new())
 }
 
+/// `n` threads, each running a single-threaded runtime until the process
+/// ends: the `workers` for [`start_on`].
+pub fn worker_threads(n: usize) -> std::io::Result<Vec<Handle>> {
+    (0..n)
+        .map(|i| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let handle = rt.handle().clone();
+            std::thread::Builder::new()
+                .name(format!("host-worker-{i}"))
+                .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+            Ok(handle)
+        })
+        .collect()
+}
+
 /// [`start_limited`], serving each accepted connection on the next of
 /// `workers` in turn (each typically a current-thread runtime on its own
 /// thread), or on the calling runtime if `workers` is empty. The accept

@@ -54,17 +54,7 @@ async fn rmcp_client_runs_answers_and_cancels_tasks_over_http() {
 /// own single-threaded runtime (what `host --threads N` does).
 #[tokio::test(flavor = "current_thread")]
 async fn rmcp_client_is_served_on_worker_threads() {
-    let workers: Vec<tokio::runtime::Handle> = (0..2)
-        .map(|_| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let handle = rt.handle().clone();
-            std::thread::spawn(move || rt.block_on(std::future::pending::<()>()));
-            handle
-        })
-        .collect();
+    let workers = crate::serve::worker_threads(2).unwrap();
     rmcp_scenario("rmcp-workers", workers).await;
 }
 
