@@ -80,6 +80,13 @@ fn main() {
                 .expect("id")
                 .to_owned()
         };
+        // A message with the headers the load client sends, to the loopback
+        // Host it names.
+        let as_load_sends = |name, msg: serde_json::Value| {
+            let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
+            hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
+            (name, "/mcp", hs, serde_json::to_vec(&msg).expect("json"))
+        };
         let cases: Vec<(&str, &str, Vec<(String, String)>, Vec<u8>)> = vec![
             (
                 "GET /nope (404, no parsing)",
@@ -105,35 +112,21 @@ fn main() {
                 h("tasks/get", Some(created.clone())),
                 body("tasks/get", json!({"taskId": created})),
             ),
-            {
-                // What `load --workload flow` sends first: a task whose
-                // first step runs inside the request.
-                let msg = mcp_tasks_edge_bench::message(
+            // What `load --workload flow` sends first: a task whose first
+            // step runs inside the request.
+            as_load_sends(
+                "tools/call generate_report",
+                mcp_tasks_edge_bench::message(
                     8,
                     "tools/call",
                     json!({"name": "generate_report", "arguments": {"size": "small"}}),
-                );
-                let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
-                hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
-                (
-                    "tools/call generate_report",
-                    "/mcp",
-                    hs,
-                    serde_json::to_vec(&msg).expect("json"),
-                )
-            },
-            {
-                // Exactly what `load --workload get` sends.
-                let msg = mcp_tasks_edge_bench::message(7, "tasks/get", json!({"taskId": created}));
-                let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
-                hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
-                (
-                    "tasks/get as load sends it",
-                    "/mcp",
-                    hs,
-                    serde_json::to_vec(&msg).expect("json"),
-                )
-            },
+                ),
+            ),
+            // Exactly what `load --workload get` sends.
+            as_load_sends(
+                "tasks/get as load sends it",
+                mcp_tasks_edge_bench::message(7, "tasks/get", json!({"taskId": created})),
+            ),
         ];
         // PROBE_ONLY=<name prefix> runs one case (for a profile of it).
         let only = std::env::var("PROBE_ONLY").ok();
