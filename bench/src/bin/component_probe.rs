@@ -10,6 +10,9 @@ use std::time::Instant;
 
 use serde_json::json;
 
+/// A probe case: its name, path, headers and body.
+type Case = (&'static str, &'static str, Vec<(String, String)>, Vec<u8>);
+
 fn main() {
     let n: u32 = std::env::args()
         .nth(1)
@@ -87,7 +90,7 @@ fn main() {
             hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
             (name, "/mcp", hs, serde_json::to_vec(&msg).expect("json"))
         };
-        let cases: Vec<(&str, &str, Vec<(String, String)>, Vec<u8>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "GET /nope (404, no parsing)",
                 "/nope",
