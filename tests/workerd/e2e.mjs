@@ -789,9 +789,8 @@ async function inspectorCli() {
   });
 }
 
-// A stored task is two lines of JSON: the reader's view, then the record.
-/// A stored task's head (with its snapshot as `view.snapshot`) and record.
-/// It is written as three lines: head, snapshot, record.
+// A stored task's head (with its snapshot as `view.snapshot`) and record.
+// It is written as three lines: head, snapshot, record.
 function storedTask(body) {
   const lines = body.split('\n');
   check(lines.length === 3, `a stored task has a head, a snapshot and a record line: ${body.slice(0, 80)}`);
@@ -801,9 +800,9 @@ function storedTask(body) {
   return { view, record: JSON.parse(lines[2]) };
 }
 
-/// A stored body from `storedTask`'s parts: the current three-line layout,
-/// or (`earlier`) the two-line one written before it (the snapshot inside
-/// the head), which is still read.
+// A stored body from `storedTask`'s parts: the current three-line layout,
+// or (`earlier`) the two-line one written before it (the snapshot inside
+// the head), which is still read.
 function storedBody(view, record, earlier = false) {
   if (earlier) return `${JSON.stringify(view)}\n${JSON.stringify(record)}`;
   const { snapshot, ...head } = view;
