@@ -166,6 +166,17 @@ pub fn decode(body: &str) -> Result<TaskRecord, TaskError> {
     crate::json::from_str::<TaskRecord>(record).map_err(|_| TaskError::Unreadable)
 }
 
+/// Whether the stored task `body` is `owner`'s and unfinished at `now`:
+/// read from its head, or from the record if it has none. A body that
+/// does not decode is not.
+pub(crate) fn unfinished_for(body: &str, owner: &Owner, now: Millis) -> bool {
+    if let Some(v) = StoredView::of(body) {
+        let own = v.owner.tenant == owner.tenant && v.owner.principal == owner.principal;
+        return own && now < v.expires_at && !v.status.is_terminal();
+    }
+    decode(body).is_ok_and(|r| r.visible_to(owner, now) && !r.status().is_terminal())
+}
+
 /// If the stored task `body` under `key` is finished (terminal), when it
 /// expires: what a cache of finished tasks needs, read from the view line.
 pub fn finished_until(key: &str, body: &str) -> Option<Millis> {
@@ -498,8 +509,15 @@ impl<'a, S: Store> TaskService<'a, S> {
             expires_at: record.expires_at(),
             bytes: body.len() as u64,
         };
-        quota::reserve(self.store, &record.owner, charge, now, limits.quota).await?;
-        self.create_encoded(record, &body).await
+        let reserved = quota::reserve(self.store, &record.owner, charge, now, limits.quota).await?;
+        let created = self.create_encoded(record, &body).await?;
+        if !created && reserved == quota::Reserved::Charged {
+            // The id is taken: this create adds no task, so it adds no
+            // charge. Should the undo fail, the next rescan reads the task
+            // under that id and charges what it finds there, no more.
+            let _ = quota::release(self.store, &record.owner, &record.id).await;
+        }
+        Ok(created)
     }
 
     /// Encodes a new record, refusing one larger than `max_bytes`.

@@ -7,13 +7,18 @@
 //! - **creation rate** (a token bucket of `max_per_minute`, refilled
 //!   continuously).
 //!
-//! The record lists the owner's tasks with their expiry and charge. Finished
-//! tasks are found lazily, only when a limit would refuse a create (so a
-//! normal create costs one read and one write of this record); that scan
-//! reads each listed task, moves finished ones to a second list (no longer
-//! counted as unfinished, still charged until they expire; up to
-//! [`MAX_FINISHED`] of them, so that [`listed`] can still name them) and
-//! recharges each task at its current stored size, results included.
+//! The record lists the owner's tasks not known to be finished, with their
+//! expiry and charge. Finished tasks are found lazily, only when a limit
+//! would refuse a create (so a normal create costs one read and one write
+//! of this record); that scan reads each listed task and recharges it at its
+//! current stored size, results included. The finished ones leave the
+//! record: their bytes stay charged as a sum per expiry (at most
+//! [`MAX_CHARGED`] sums), and their ids move to a second record, the
+//! owner's finished list (up to [`MAX_FINISHED`] of them, so that
+//! [`listed`] can still name them), which only that scan writes. So the
+//! record a create reads and rewrites holds the unfinished tasks alone,
+//! however many have finished.
+//!
 //! A record that cannot be read is refused loudly, never reset.
 //! With every limit off no record is kept and nothing is listed.
 
@@ -21,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sorted::SortedMap;
 
-use super::{TaskError, decode as decode_task, store_failed};
+use super::{TaskError, store_failed};
 use crate::crypto::{b64url, sha256};
 use crate::owner::Owner;
 use crate::store::{Store, StoreError};
@@ -30,8 +35,14 @@ use crate::time::Millis;
 const ATTEMPTS: usize = 8;
 
 /// Finished tasks kept listed per owner; beyond it the oldest are dropped
-/// from the list (the tasks themselves stay readable until they expire).
+/// from the list (the tasks themselves stay readable, and charged, until
+/// they expire).
 pub const MAX_FINISHED: usize = 1_000;
+
+/// The sums of finished tasks' bytes a record keeps, each with the expiry
+/// until which it is charged; beyond it the two closest in expiry are
+/// merged, charged until the later one.
+pub const MAX_CHARGED: usize = 32;
 
 /// The limits [`reserve`] enforces; 0 turns a limit off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +75,9 @@ pub enum Exceeded {
 struct Outstanding {
     /// Task id -> expiry, for tasks not known to be finished.
     tasks: SortedMap<Millis>,
-    /// Task id -> expiry, for finished tasks (not counted as unfinished).
+    /// Task id -> expiry, for finished tasks not yet moved to the owner's
+    /// finished list ([`Finished`]): what a rescan found, until the record
+    /// is written, and what records written before that list existed hold.
     #[serde(default, skip_serializing_if = "SortedMap::is_empty")]
     finished: SortedMap<Millis>,
     /// Task id -> bytes charged (listed tasks only).
@@ -74,14 +87,27 @@ struct Outstanding {
     /// last filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     bucket: Option<(u64, Millis)>,
-    /// Bytes of finished tasks dropped from the list (beyond
-    /// [`MAX_FINISHED`]), still charged until the latest of them expires.
+    /// Bytes of finished tasks no longer listed, charged until an expiry
+    /// (records written before [`Outstanding::charged`] existed; folded
+    /// into it when read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spilled: Option<(u64, Millis)>,
+    /// Bytes of finished tasks, summed per expiry: `(expiry, bytes)`,
+    /// earliest first, at most [`MAX_CHARGED`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    charged: Vec<(Millis, u64)>,
     /// When the listed tasks were last read back ([`rescan`]): at most one
     /// rescan a second, however often a caller at its limit retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rescanned_at: Option<Millis>,
+}
+
+/// An owner's finished tasks, for [`listed`]: written only when a rescan
+/// finds tasks finished, never by a plain create.
+#[derive(Default, Serialize, Deserialize)]
+struct Finished {
+    /// Task id -> expiry.
+    tasks: SortedMap<Millis>,
 }
 
 /// The most tasks one rescan reads.
@@ -98,32 +124,52 @@ impl Outstanding {
     fn prune_expired(&mut self, now: Millis) {
         self.tasks.retain(|_, exp| *exp > now);
         self.finished.retain(|_, exp| *exp > now);
-        if self.spilled.is_some_and(|(_, until)| until <= now) {
-            self.spilled = None;
+        if let Some((bytes, until)) = self.spilled.take() {
+            self.charge_finished(until, bytes);
         }
-        while self.finished.len() > MAX_FINISHED {
-            let oldest = self
-                .finished
-                .iter()
-                .min_by_key(|(id, exp)| (**exp, (*id).clone()))
-                .map(|(id, exp)| (id.clone(), *exp));
-            let Some((id, exp)) = oldest else {
-                break;
-            };
-            self.finished.remove(&id);
-            // Its bytes stay charged until it expires.
-            let bytes = self.bytes.remove(&id).unwrap_or(0);
-            let (total, until) = self.spilled.unwrap_or((0, exp));
-            self.spilled = Some((total.saturating_add(bytes), until.max(exp)));
-        }
+        self.charged.retain(|(exp, _)| *exp > now);
         let (tasks, finished) = (&self.tasks, &self.finished);
         self.bytes
             .retain(|id, _| tasks.contains_key(id) || finished.contains_key(id));
     }
 
     fn stored_bytes(&self) -> u64 {
-        let spilled = self.spilled.map_or(0, |(b, _)| b);
-        self.bytes.values().sum::<u64>().saturating_add(spilled)
+        let charged = self.charged.iter().map(|(_, b)| *b).sum::<u64>();
+        self.bytes.values().sum::<u64>().saturating_add(charged)
+    }
+
+    /// Charges `bytes` of finished tasks until `expires_at`, in at most
+    /// [`MAX_CHARGED`] sums: never less, and never for shorter.
+    fn charge_finished(&mut self, expires_at: Millis, bytes: u64) {
+        let at = self.charged.partition_point(|(exp, _)| *exp < expires_at);
+        match self.charged.get_mut(at) {
+            Some((exp, sum)) if *exp == expires_at => *sum = sum.saturating_add(bytes),
+            _ => self.charged.insert(at, (expires_at, bytes)),
+        }
+        while self.charged.len() > MAX_CHARGED {
+            // The two neighbours closest in expiry become one sum, charged
+            // until the later of them.
+            let closest = (1..self.charged.len()).min_by_key(|&i| {
+                let (a, b) = (self.charged.get(i - 1), self.charged.get(i));
+                a.zip(b)
+                    .map_or(Millis::MAX, |((ea, _), (eb, _))| eb.saturating_sub(*ea))
+            });
+            let Some(i) = closest else { break };
+            let (_, earlier) = self.charged.remove(i - 1);
+            if let Some((_, sum)) = self.charged.get_mut(i - 1) {
+                *sum = sum.saturating_add(earlier);
+            }
+        }
+    }
+
+    /// Takes the finished tasks out of the record (once they are on the
+    /// finished list): their bytes stay charged until they expire.
+    fn unlist_finished(&mut self) {
+        let finished = std::mem::take(&mut self.finished);
+        for (id, exp) in finished.iter() {
+            let bytes = self.bytes.remove(id).unwrap_or(0);
+            self.charge_finished(*exp, bytes);
+        }
     }
 
     /// Takes one token from the creation bucket, or says when one will be
@@ -148,15 +194,14 @@ impl Outstanding {
     }
 }
 
-fn decode(key: &str, body: &str) -> Result<Outstanding, TaskError> {
-    crate::json::from_str::<Outstanding>(body)
-        .map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
+fn decode<T: serde::de::DeserializeOwned>(key: &str, body: &str) -> Result<T, TaskError> {
+    crate::json::from_str::<T>(body).map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
 }
 
 /// The ids of `owner`'s tasks that have not expired at `now`, with their
-/// expiry: unfinished ones and (up to [`MAX_FINISHED`]) finished ones. One
-/// read. The list may name a task that has since been purged; readers check
-/// each task.
+/// expiry: unfinished ones and (up to [`MAX_FINISHED`]) finished ones, each
+/// once. Two reads (the record and the finished list). The list may name a
+/// task that has since been purged; readers check each task.
 pub async fn listed<S: Store>(
     store: &S,
     owner: &Owner,
@@ -166,19 +211,34 @@ pub async fn listed<S: Store>(
     let Some(entry) = store.get(&key).await.map_err(store_failed)? else {
         return Ok(Vec::new());
     };
-    let list = decode(&key, &entry.body)?;
-    Ok(list
-        .tasks
-        .into_iter()
-        .chain(list.finished)
-        .filter(|(_, exp)| *exp > now)
-        .collect())
+    let list: Outstanding = decode(&key, &entry.body)?;
+    let done_key = finished_key(owner);
+    let done: Finished = match store.get(&done_key).await.map_err(store_failed)? {
+        Some(e) => decode(&done_key, &e.body)?,
+        None => Finished::default(),
+    };
+    // A task may be named twice while it moves to the finished list.
+    let mut all = done.tasks;
+    for (id, exp) in list.tasks.into_iter().chain(list.finished) {
+        all.insert(id, exp);
+    }
+    Ok(all.into_iter().filter(|(_, exp)| *exp > now).collect())
+}
+
+fn digest(owner: &Owner) -> String {
+    let digest = sha256(format!("{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
+    b64url(&digest[..18])
 }
 
 /// The store key of `owner`'s quota record. It never looks like a task id.
 pub fn key(owner: &Owner) -> String {
-    let digest = sha256(format!("{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
-    format!("own_{}", b64url(&digest[..18]))
+    format!("own_{}", digest(owner))
+}
+
+/// The store key of `owner`'s finished list. It never looks like a task
+/// id.
+pub fn finished_key(owner: &Owner) -> String {
+    format!("own_{}_done", digest(owner))
 }
 
 /// The task a create would add: its id, expiry and stored size.
@@ -189,6 +249,17 @@ pub struct Charge<'a> {
     pub bytes: u64,
 }
 
+/// What [`reserve`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reserved {
+    /// The task is now charged (undo with [`release`] if it is not
+    /// created after all).
+    Charged,
+    /// Nothing to charge: every limit is off, or the task is charged
+    /// already (a replayed create).
+    Nothing,
+}
+
 /// Counts a new task against `owner`'s quota, or refuses with
 /// [`TaskError::QuotaExceeded`] (-32602, HTTP 429).
 pub async fn reserve<S: Store>(
@@ -197,23 +268,23 @@ pub async fn reserve<S: Store>(
     charge: Charge<'_>,
     now: Millis,
     quota: Quota,
-) -> Result<(), TaskError> {
+) -> Result<Reserved, TaskError> {
     if quota.is_off() {
-        return Ok(());
+        return Ok(Reserved::Nothing);
     }
     let key = key(owner);
     let id = charge.task_id;
     for _ in 0..ATTEMPTS {
         let current = store.get(&key).await.map_err(store_failed)?;
         let (version, mut list) = match &current {
-            Some(e) => (Some(e.version), decode(&key, &e.body)?),
+            Some(e) => (Some(e.version), decode::<Outstanding>(&key, &e.body)?),
             None => (None, Outstanding::default()),
         };
         list.prune_expired(now);
         // A retried create of the same task (a replayed round) is not
         // charged twice.
         if list.tasks.contains_key(id) || list.finished.contains_key(id) {
-            return Ok(());
+            return Ok(Reserved::Nothing);
         }
         let full = |l: &Outstanding| {
             (quota.max_outstanding > 0 && l.tasks.len() >= quota.max_outstanding)
@@ -248,6 +319,7 @@ pub async fn reserve<S: Store>(
                 // Keep what the rescan learnt (and when it ran), so a caller
                 // retrying at its limit does not make it read again at once.
                 if due {
+                    settle(store, owner, &mut list, now).await?;
                     let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
                     match store.put(&key, version, &body, None).await {
                         Ok(_) | Err(StoreError::Conflict { .. }) => {}
@@ -265,9 +337,84 @@ pub async fn reserve<S: Store>(
         }
         list.tasks.insert(id.to_owned(), charge.expires_at);
         list.bytes.insert(id.to_owned(), charge.bytes);
+        settle(store, owner, &mut list, now).await?;
         let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
         match store.put(&key, version, &body, None).await {
+            Ok(_) => return Ok(Reserved::Charged),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(store_failed(e)),
+        }
+    }
+    Err(TaskError::QuotaBusy)
+}
+
+/// Undoes a [`Reserved::Charged`] for a task that was not created (its id
+/// was taken): the task leaves the record, and its bytes are no longer
+/// charged.
+pub async fn release<S: Store>(store: &S, owner: &Owner, task_id: &str) -> Result<(), TaskError> {
+    let key = key(owner);
+    for _ in 0..ATTEMPTS {
+        let Some(entry) = store.get(&key).await.map_err(store_failed)? else {
+            return Ok(());
+        };
+        let mut list: Outstanding = decode(&key, &entry.body)?;
+        if list.tasks.remove(task_id).is_none() {
+            return Ok(());
+        }
+        list.bytes.remove(task_id);
+        let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
+        match store.put(&key, Some(entry.version), &body, None).await {
             Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(store_failed(e)),
+        }
+    }
+    Err(TaskError::QuotaBusy)
+}
+
+/// Moves the finished tasks `list` holds to the owner's finished list,
+/// before `list` is written without them (if that write loses a race, the
+/// next rescan finds them again, and the finished list names each once).
+async fn settle<S: Store>(
+    store: &S,
+    owner: &Owner,
+    list: &mut Outstanding,
+    now: Millis,
+) -> Result<(), TaskError> {
+    if list.finished.is_empty() {
+        return Ok(());
+    }
+    let key = finished_key(owner);
+    for _ in 0..ATTEMPTS {
+        let current = store.get(&key).await.map_err(store_failed)?;
+        let (version, mut done) = match &current {
+            Some(e) => (Some(e.version), decode::<Finished>(&key, &e.body)?),
+            None => (None, Finished::default()),
+        };
+        done.tasks.retain(|_, exp| *exp > now);
+        for (id, exp) in list.finished.iter() {
+            done.tasks.insert(id.clone(), *exp);
+        }
+        if done.tasks.len() > MAX_FINISHED {
+            // The earliest to expire leave the list first.
+            let mut by_expiry: Vec<(Millis, &String)> =
+                done.tasks.iter().map(|(id, exp)| (*exp, id)).collect();
+            by_expiry.sort_unstable();
+            let dropped: Vec<String> = by_expiry
+                .iter()
+                .take(done.tasks.len() - MAX_FINISHED)
+                .map(|(_, id)| (*id).clone())
+                .collect();
+            for id in dropped {
+                done.tasks.remove(&id);
+            }
+        }
+        let body = serde_json::to_string(&done).map_err(|_| TaskError::Encoding)?;
+        match store.put(&key, version, &body, None).await {
+            Ok(_) => {
+                list.unlist_finished();
+                return Ok(());
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(store_failed(e)),
         }
@@ -295,8 +442,7 @@ async fn rescan<S: Store>(
         };
         // An unreadable task still takes its space, and is not unfinished
         // work of the caller's.
-        let unfinished = decode_task(&entry.body)
-            .is_ok_and(|r| r.visible_to(owner, now) && !r.status().is_terminal());
+        let unfinished = super::unfinished_for(&entry.body, owner, now);
         list.bytes.insert(id.clone(), entry.body.len() as u64);
         if !unfinished && let Some(exp) = list.tasks.remove(&id) {
             list.finished.insert(id, exp);
@@ -328,33 +474,68 @@ mod tests {
         assert_eq!(o.take_token(0, 0), Ok(()), "off");
     }
 
-    #[test]
-    fn finished_tasks_dropped_from_the_list_stay_charged_until_they_expire() {
-        let mut o = Outstanding::default();
-        for i in 0..MAX_FINISHED + 50 {
-            let id = format!("t{i:05}");
-            o.finished.insert(id.clone(), 1_000 + i as Millis);
-            o.bytes.insert(id, 10);
+    /// What `charged` charges at `t`: the sums whose expiry is after `t`.
+    fn charged_at(o: &Outstanding, t: Millis) -> u64 {
+        o.charged
+            .iter()
+            .filter(|(exp, _)| *exp > t)
+            .map(|(_, b)| b)
+            .sum()
+    }
+
+    proptest::proptest! {
+        /// However many finished tasks are summed, the sums are at most
+        /// MAX_CHARGED, add up to every task's bytes, and charge no less
+        /// than each task until it expires.
+        #[test]
+        fn finished_bytes_are_summed_never_under_charged(
+            tasks in proptest::collection::vec((0i64..100_000, 0u64..10_000), 0..300),
+        ) {
+            let mut o = Outstanding::default();
+            for (exp, bytes) in &tasks {
+                o.charge_finished(*exp, *bytes);
+            }
+            proptest::prop_assert!(o.charged.len() <= MAX_CHARGED);
+            proptest::prop_assert!(o.charged.windows(2).all(|w| w[0].0 < w[1].0));
+            let total: u64 = tasks.iter().map(|(_, b)| b).sum();
+            proptest::prop_assert_eq!(o.stored_bytes(), total);
+            for (t, _) in &tasks {
+                let owed: u64 = tasks.iter().filter(|(e, _)| e > t).map(|(_, b)| b).sum();
+                proptest::prop_assert!(charged_at(&o, *t) >= owed);
+            }
+            // Once the last of them has expired, nothing is charged.
+            let last = tasks.iter().map(|(e, _)| *e).max().unwrap_or(0);
+            o.prune_expired(last);
+            proptest::prop_assert_eq!(o.stored_bytes(), 0);
         }
-        let before = o.stored_bytes();
+    }
+
+    #[test]
+    fn a_record_from_before_the_finished_list_keeps_its_charges() {
+        // The old layout: finished tasks listed in the record, and the
+        // bytes of those dropped from it in one sum.
+        let old = r#"{"tasks":{"tsk_a":5000},"finished":{"tsk_b":3000,"tsk_c":4000},"bytes":{"tsk_a":10,"tsk_b":20,"tsk_c":30},"spilled":[40,2000]}"#;
+        let mut o: Outstanding = decode("own_x", old).unwrap();
         o.prune_expired(0);
-        assert_eq!(o.finished.len(), MAX_FINISHED);
-        assert_eq!(
-            o.stored_bytes(),
-            before,
-            "the dropped ones are still charged"
+        assert_eq!(o.stored_bytes(), 100);
+        o.unlist_finished();
+        assert!(o.finished.is_empty());
+        assert_eq!(o.bytes.len(), 1, "only the unfinished task is listed");
+        assert_eq!(o.stored_bytes(), 100, "every byte still charged");
+        assert_eq!((charged_at(&o, 2_000), charged_at(&o, 3_000)), (50, 30));
+        o.prune_expired(4_000);
+        assert_eq!(o.stored_bytes(), 10);
+        let new = serde_json::to_string(&o).unwrap();
+        assert!(
+            !new.contains("finished") && !new.contains("spilled"),
+            "{new}"
         );
-        // Once the latest of the dropped ones has expired, so has its charge.
-        o.prune_expired(1_000 + 48);
-        assert!(o.spilled.is_some());
-        o.prune_expired(1_000 + 49);
-        assert_eq!(o.spilled, None);
     }
 
     #[test]
     fn a_corrupt_record_is_refused_not_reset() {
         assert!(matches!(
-            decode("own_x", "{not json"),
+            decode::<Outstanding>("own_x", "{not json"),
             Err(TaskError::QuotaUnreadable(k)) if k == "own_x"
         ));
     }

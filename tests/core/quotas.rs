@@ -264,3 +264,164 @@ fn an_answer_that_would_make_a_task_too_large_is_refused() {
         json!({"taskId": id, "inputResponses": {&key: {"action": "accept", "content": {"approved": true}}}}),
     );
 }
+
+/// Creates whose tasks finish leave the record a create reads and rewrites
+/// small: the finished ones move to the owner's finished list (still
+/// listed, still charged until they expire).
+#[test]
+fn the_record_a_create_rewrites_holds_the_unfinished_tasks_only() {
+    use mcp_tasks_edge::tasks::quota;
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 10;
+        l.max_tasks_per_minute = 0;
+    });
+    let key = quota::key(&h.owner);
+    let mut ids = Vec::new();
+    let mut largest = 0;
+    for i in 0..300 {
+        if i % 10 == 0 {
+            // One rescan a second at most: a caller at its limit waits it.
+            h.advance(1_000);
+        }
+        let (status, v) = create(&h, 1);
+        assert_eq!(status, 200, "create {i}: {v}");
+        let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+        h.ok("tasks/cancel", json!({"taskId": id}));
+        ids.push(id);
+        let record = block_on(h.store.get(&key)).unwrap().unwrap();
+        largest = largest.max(record.body.len());
+    }
+    println!("quota record: at most {largest} bytes over 300 finished tasks");
+    // Ten listed tasks (id, expiry, bytes) and the bucket, no more.
+    assert!(largest < 1_500, "{largest}");
+    // Every task is still listed, each once.
+    let mut listed: Vec<String> = block_on(quota::listed(h.store.as_ref(), &h.owner, h.now.get()))
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    listed.sort();
+    ids.sort();
+    assert_eq!(listed, ids);
+}
+
+/// The finished tasks' bytes stay charged after they leave the record.
+#[test]
+fn finished_tasks_stay_charged_until_they_expire() {
+    const BUDGET: u64 = 400_000;
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 2;
+        l.max_stored_bytes = BUDGET;
+        l.max_tasks_per_minute = 0;
+    });
+    let mut accepted = 0;
+    let refused = loop {
+        h.advance(1_000);
+        let (status, v) = create(&h, 30_000);
+        if status == 429 {
+            break v;
+        }
+        assert_eq!(status, 200, "{v}");
+        let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+        h.ok("tasks/cancel", json!({"taskId": id}));
+        accepted += 1;
+        assert!(accepted < 100, "the budget never refused");
+    };
+    assert_eq!(refused["error"]["data"]["reason"], "storage", "{refused}");
+    // More tasks than the unfinished limit were accepted, so most of the
+    // charge is of tasks no longer in the record.
+    assert!(
+        accepted > 2 && accepted * 30_000 <= BUDGET as usize,
+        "{accepted}"
+    );
+    let record = block_on(h.store.get(&mcp_tasks_edge::tasks::quota::key(&h.owner)))
+        .unwrap()
+        .unwrap();
+    assert!(record.body.len() < 2_000, "{}", record.body);
+    let ttl = h.server.config().task_ttl_ms as i64;
+    h.advance(ttl);
+    h.tick();
+    assert_eq!(create(&h, 30_000).0, 200, "free once they expired");
+}
+
+/// A record written before the finished list existed (finished tasks kept
+/// in the record) is read, and its finished tasks move to the list on the
+/// next write, still listed and charged.
+#[test]
+fn a_quota_record_of_the_earlier_layout_moves_its_finished_tasks() {
+    use mcp_tasks_edge::tasks::quota;
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 10;
+        l.max_stored_bytes = 1_000_000;
+        l.max_tasks_per_minute = 0;
+    });
+    let key = quota::key(&h.owner);
+    let exp = h.now.get() + 3_600_000;
+    let old = json!({
+        "tasks": {"tsk_AAAAAAAAAAAAAAAAAAAAAAAA": exp},
+        "finished": {"tsk_BBBBBBBBBBBBBBBBBBBBBBBB": exp, "tsk_CCCCCCCCCCCCCCCCCCCCCCCC": exp},
+        "bytes": {"tsk_AAAAAAAAAAAAAAAAAAAAAAAA": 1_000, "tsk_BBBBBBBBBBBBBBBBBBBBBBBB": 500_000,
+                  "tsk_CCCCCCCCCCCCCCCCCCCCCCCC": 450_000},
+    });
+    block_on(h.store.put(&key, None, &old.to_string(), None)).unwrap();
+    // 951,000 bytes charged: a task of 60 kB does not fit, a small one
+    // does.
+    let (status, v) = create(&h, 60_000);
+    assert_eq!(status, 429, "{v}");
+    let (status, v) = create(&h, 1);
+    assert_eq!(status, 200, "{v}");
+    let record = block_on(h.store.get(&key)).unwrap().unwrap().body;
+    assert!(
+        !record.contains("tsk_BBBB") && !record.contains("tsk_CCCC"),
+        "{record}"
+    );
+    let listed: Vec<String> = block_on(quota::listed(h.store.as_ref(), &h.owner, h.now.get()))
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    // The new task and the two finished ones; the listed unfinished one was
+    // never stored, so the rescan the first create made dropped it.
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert!(listed.contains(&"tsk_BBBBBBBBBBBBBBBBBBBBBBBB".to_owned()));
+    h.advance(1_000);
+    let (status, v) = create(&h, 60_000);
+    assert_eq!(status, 429, "still charged: {v}");
+}
+
+/// A create whose id turns out to be taken is not charged.
+#[test]
+fn a_charge_for_a_task_never_created_is_released() {
+    use mcp_tasks_edge::tasks::quota::{self, Charge, Quota, Reserved};
+    let h = Harness::new();
+    let q = Quota {
+        max_outstanding: 5,
+        max_stored_bytes: 0,
+        max_per_minute: 0,
+    };
+    let charge = Charge {
+        task_id: "tsk_AAAAAAAAAAAAAAAAAAAAAAAA",
+        expires_at: h.now.get() + 60_000,
+        bytes: 10,
+    };
+    let store = h.store.as_ref();
+    let now = h.now.get();
+    assert_eq!(
+        block_on(quota::reserve(store, &h.owner, charge, now, q)).unwrap(),
+        Reserved::Charged
+    );
+    assert_eq!(
+        block_on(quota::reserve(store, &h.owner, charge, now, q)).unwrap(),
+        Reserved::Nothing
+    );
+    block_on(quota::release(store, &h.owner, charge.task_id)).unwrap();
+    assert!(
+        block_on(quota::listed(store, &h.owner, now))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        block_on(quota::reserve(store, &h.owner, charge, now, q)).unwrap(),
+        Reserved::Charged
+    );
+}
