@@ -183,5 +183,90 @@ fn main() {
             );
         }
     });
+    let only = std::env::var("PROBE_ONLY").ok();
+    if only.is_none_or(|o| "create with quotas".starts_with(&o)) {
+        tokio.block_on(creates_with_quotas(&component, &dir, n));
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Creates by one caller under the default quotas (the unfinished-task and
+/// byte limits; the rate limit off), 50 a second on a manual clock, each
+/// task finishing in the next tick: the per-caller quota record in its
+/// steady state, read and rewritten by every create.
+async fn creates_with_quotas(component: &std::path::Path, dir: &std::path::Path, n: u32) {
+    let dir = dir.join("quotas");
+    let store =
+        Arc::new(sqlite::SqliteStore::open_with(&dir, sqlite::Sync::Normal).expect("store"));
+    let mut settings = runtime::Settings::new(
+        [
+            ("MCP_TOOLS", "all"),
+            ("MCP_AUTH", "insecure-local"),
+            ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
+            ("MCP_MAX_TASKS_PER_MINUTE", "0"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    settings.guest_stderr = false;
+    let clock = runtime::Clock::manual(1_800_000_000_000);
+    settings.clock = clock.clone();
+    let rt = runtime::Runtime::new(component, store, settings).expect("runtime");
+    let msg = mcp_tasks_edge_bench::message(
+        9,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0.001}}),
+    );
+    let mut headers = mcp_tasks_edge::testing::standard_headers(&msg);
+    headers.insert(0, ("host".into(), "127.0.0.1:8788".into()));
+    let request = runtime::ExchangeRequest {
+        method: "POST".into(),
+        path: "/mcp".into(),
+        headers,
+        body: serde_json::to_vec(&msg).expect("json"),
+    };
+    // Every 50 creates the tasks made so far finish.
+    let finish =
+        || async { while rt.tick(rt.clock().now_ms()).await.expect("tick").stepped > 0 {} };
+    let (mut guest_ns, mut refused) = (0f64, 0u32);
+    // Warm: past the unfinished-task limit and the finished list's bound.
+    let warm = 2_000;
+    for i in 0..warm + n {
+        clock.advance(20);
+        if i % 50 == 0 {
+            finish().await;
+        }
+        let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+        let t = Instant::now();
+        let r = rt.exchange(&request).await.expect("call");
+        let spent = t.elapsed().as_nanos() as f64;
+        let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+        if r.is_none_or(|r| r.status != 200) {
+            refused += 1;
+        }
+        if i >= warm {
+            guest_ns += spent - store;
+        }
+    }
+    // The record every create rewrites, and the finished list (when the
+    // component keeps one).
+    let largest = |pattern: &str| -> i64 {
+        rusqlite::Connection::open(rt.store().path())
+            .and_then(|c| {
+                c.query_row(
+                    &format!("SELECT COALESCE(MAX(LENGTH(CAST(body AS BLOB))), 0) FROM entries WHERE key LIKE 'own_%' AND key {pattern}"),
+                    [],
+                    |row| row.get(0),
+                )
+            })
+            .unwrap_or(-1)
+    };
+    let (record, finished) = (largest("NOT LIKE '%_done'"), largest("LIKE '%_done'"));
+    println!(
+        "exchange   {:32} {:7.1} µs/call ({refused} of {} refused; quota record {record} B, finished list {finished} B)",
+        "create with quotas (default)",
+        guest_ns / f64::from(n) / 1000.0,
+        warm + n,
+    );
 }
