@@ -100,6 +100,10 @@ struct Outstanding {
     /// rescan a second, however often a caller at its limit retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rescanned_at: Option<Millis>,
+    /// The last task the previous rescan read: the next one starts after
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rescan_after: Option<String>,
 }
 
 /// An owner's finished tasks, for [`listed`]: written only when a rescan
@@ -422,8 +426,8 @@ async fn settle<S: Store>(
     Err(TaskError::QuotaBusy)
 }
 
-/// Reads (up to [`MAX_RESCAN`] of) the tasks listed as unfinished:
-/// finished ones move to the finished list (their size no longer changes,
+/// Reads up to [`MAX_RESCAN`] of the tasks listed as unfinished, taking
+/// them in turn from one rescan to the next: finished ones move to the finished list (their size no longer changes,
 /// so they are not read again), purged ones leave the record, and each is
 /// charged its current stored size.
 async fn rescan<S: Store>(
@@ -432,7 +436,18 @@ async fn rescan<S: Store>(
     list: &mut Outstanding,
     now: Millis,
 ) -> Result<(), TaskError> {
-    let ids: Vec<String> = list.tasks.keys().take(MAX_RESCAN).cloned().collect();
+    // In turn: the listed tasks after the last one the previous rescan
+    // read, then from the first, so every one is read however many are
+    // listed (a long-running task never hides the ones after it).
+    let keys: Vec<&String> = list.tasks.keys().collect();
+    let start = list
+        .rescan_after
+        .as_deref()
+        .map_or(0, |after| keys.partition_point(|k| k.as_str() <= after));
+    let ids: Vec<String> = (0..keys.len().min(MAX_RESCAN))
+        .filter_map(|i| keys.get((start + i) % keys.len()).map(|k| (*k).clone()))
+        .collect();
+    list.rescan_after = ids.last().cloned();
     for id in ids {
         let Some(entry) = store.get(&id).await.map_err(store_failed)? else {
             list.tasks.remove(&id);

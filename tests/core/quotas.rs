@@ -425,3 +425,41 @@ fn a_charge_for_a_task_never_created_is_released() {
         Reserved::Charged
     );
 }
+
+/// With more unfinished tasks allowed than one rescan reads, rescans take
+/// the listed tasks in turn: long-running tasks listed first never hide
+/// the finished ones after them.
+#[test]
+fn rescans_read_every_listed_task_in_turn() {
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 150;
+        l.max_tasks_per_minute = 0;
+    });
+    let mut ids: Vec<String> = (0..150)
+        .map(|_| {
+            let (status, v) = create(&h, 1);
+            assert_eq!(status, 200, "{v}");
+            v["result"]["taskId"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    // The record lists them in id order: the last 30 of it finish, the
+    // first 120 keep running.
+    ids.sort();
+    for id in &ids[120..] {
+        h.ok("tasks/cancel", json!({"taskId": id}));
+    }
+    // The first rescan reads the first 100 listed (all still running);
+    // the next, a second later, the rest.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        h.advance(1_000);
+        let (status, v) = create(&h, 1);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(v["error"]["data"]["reason"], "quota", "{v}");
+        assert!(attempts < 4, "the finished tasks were never found");
+    }
+    assert_eq!(attempts, 2);
+}
