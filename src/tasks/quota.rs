@@ -9,9 +9,10 @@
 //!
 //! The record lists the owner's tasks not known to be finished, with their
 //! expiry and charge. Finished tasks are found lazily, only when a limit
-//! would refuse a create (so a normal create costs one read and one write
-//! of this record); that scan reads each listed task and recharges it at its
-//! current stored size, results included. The finished ones leave the
+//! would refuse a create or the list is long (so a normal create costs one
+//! read and one write of this record): that scan, at most once a second,
+//! reads up to 100 listed tasks, in turn from one scan to the next, and
+//! recharges each at its current stored size, results included. The finished ones leave the
 //! record: their bytes stay charged as a sum per expiry (at most
 //! [`MAX_CHARGED`] sums), and their ids move to a second record, the
 //! owner's finished list (up to [`MAX_FINISHED`] of them, so that
@@ -123,6 +124,10 @@ const RESCAN_EVERY_MS: Millis = 1_000;
 /// Listed tasks beyond which a create is refused even with the
 /// unfinished-task limit off, so the record stays small.
 const MAX_LISTED: usize = 10_000;
+
+/// Listed tasks from which a create rescans them (at most once a second)
+/// whatever the limits.
+const CROWDED: usize = 2 * MAX_RESCAN;
 
 impl Outstanding {
     fn prune_expired(&mut self, now: Millis) {
@@ -311,7 +316,10 @@ pub async fn reserve<S: Store>(
                 None
             }
         };
-        if full(&list) {
+        // A long list is rescanned too (at the same pace), before any limit
+        // is near, so that it does not grow with tasks long finished when
+        // the unfinished-task limit is off or high.
+        if full(&list) || list.tasks.len() >= CROWDED {
             let due = list
                 .rescanned_at
                 .is_none_or(|at| now.saturating_sub(at) >= RESCAN_EVERY_MS);

@@ -463,3 +463,30 @@ fn rescans_read_every_listed_task_in_turn() {
     }
     assert_eq!(attempts, 2);
 }
+
+/// With the unfinished-task limit off (the byte budget on), finished tasks
+/// still leave the record: a long list is rescanned before any limit is
+/// near.
+#[test]
+fn the_record_stays_short_with_the_unfinished_limit_off() {
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 0;
+        l.max_tasks_per_minute = 0;
+    });
+    let key = mcp_tasks_edge::tasks::quota::key(&h.owner);
+    let mut largest = 0;
+    for i in 0..800 {
+        if i % 50 == 0 {
+            h.advance(1_000);
+        }
+        let (status, v) = create(&h, 1);
+        assert_eq!(status, 200, "create {i}: {v}");
+        let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+        h.ok("tasks/cancel", json!({"taskId": id}));
+        largest = largest.max(block_on(h.store.get(&key)).unwrap().unwrap().body.len());
+    }
+    println!("quota record: at most {largest} bytes over 800 finished tasks");
+    // About 250 listed tasks at most (200, and the creates of the second
+    // before the next rescan), not 800.
+    assert!(largest < 25_000, "{largest}");
+}
