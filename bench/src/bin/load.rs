@@ -14,11 +14,17 @@
 //! - `create`: `tools/call slow_compute {seconds: 3600}` (a new stored task
 //!   per request), after `--prefill N` tasks were created.
 //!
+//! `--threads N` (default 2): the connections are spread over N threads,
+//! each with its own single-threaded runtime, so that a request and its
+//! connection stay on one thread. Each timed request reads only the fields
+//! the workloads look at ([`Reply`]), so the client's own cost per request
+//! stays small beside the server's.
+//!
 //! Prints one JSON line with requests/s and latency percentiles.
 
 use std::time::{Duration, Instant};
 
-use mcp_tasks_edge_bench::Conn;
+use mcp_tasks_edge_bench::{Conn, Reply, ReplyResult};
 use serde_json::{Value, json};
 
 struct Args {
@@ -31,6 +37,9 @@ struct Args {
     stored: usize,
     label: String,
     headers: Vec<(String, String)>,
+    /// Threads of the load client, each driving its share of the
+    /// connections on its own single-threaded runtime.
+    threads: usize,
 }
 
 fn parse_args() -> Args {
@@ -43,6 +52,7 @@ fn parse_args() -> Args {
         stored: 0,
         label: String::new(),
         headers: Vec::new(),
+        threads: 2,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -55,6 +65,7 @@ fn parse_args() -> Args {
             "--prefill" => a.prefill = v.parse().unwrap_or(0),
             "--label" => a.label = v,
             "--stored" => a.stored = v.parse().unwrap_or(0),
+            "--threads" => a.threads = v.parse().unwrap_or(2).max(1),
             "--header" => {
                 if let Some((n, val)) = v.split_once(':') {
                     a.headers.push((n.trim().to_owned(), val.trim().to_owned()));
@@ -94,13 +105,20 @@ struct Tally {
     flows: u64,
 }
 
-async fn timed(c: &mut Conn, t: &mut Tally, method: &str, params: Value) -> Option<Value> {
+async fn timed(c: &mut Conn, t: &mut Tally, method: &str, params: &Value) -> Option<ReplyResult> {
     let start = Instant::now();
-    let r = c.call(method, params).await;
+    let r = c.call_reply(method, params).await;
     t.latencies_us
         .push(start.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
     match r {
-        Ok((200, v)) if v.get("result").is_some() => Some(v),
+        Ok((
+            200,
+            Reply {
+                result: Some(result),
+                error: None,
+                ..
+            },
+        )) => Some(result),
         _ => {
             t.errors += 1;
             None
@@ -119,43 +137,37 @@ async fn worker(
         Conn::open(&args.url, &args.headers).await?
     };
     let mut t = Tally::default();
+    let get = json!({"taskId": shared_task.unwrap_or_default()});
+    let discover = json!({});
+    let create = json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "load"}});
+    let report = json!({"name": "generate_report", "arguments": {"size": "small"}});
     while Instant::now() < deadline {
         match args.workload.as_str() {
             "get" | "legacy-get" => {
-                let id = shared_task.clone().unwrap_or_default();
-                timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await;
+                timed(&mut c, &mut t, "tasks/get", &get).await;
             }
             "discover" => {
-                timed(&mut c, &mut t, "server/discover", json!({})).await;
+                timed(&mut c, &mut t, "server/discover", &discover).await;
             }
             "create" => {
-                timed(&mut c, &mut t, "tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 3600, "label": "load"}})).await;
+                timed(&mut c, &mut t, "tools/call", &create).await;
             }
             "flow" => {
-                let Some(v) = timed(
-                    &mut c,
-                    &mut t,
-                    "tools/call",
-                    json!({"name": "generate_report", "arguments": {"size": "small"}}),
-                )
-                .await
-                else {
+                let Some(created) = timed(&mut c, &mut t, "tools/call", &report).await else {
                     continue;
                 };
-                let Some(id) = v["result"]["taskId"].as_str().map(str::to_owned) else {
+                let Some(id) = created.task_id else {
                     t.errors += 1;
                     continue;
                 };
+                let poll = json!({"taskId": id});
                 let mut key = None;
                 while Instant::now() < deadline + Duration::from_secs(30) {
-                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await
-                    else {
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", &poll).await else {
                         break;
                     };
-                    if g["result"]["status"] == "input_required" {
-                        key = g["result"]["inputRequests"]
-                            .as_object()
-                            .and_then(|m| m.keys().next().cloned());
+                    if g.status.as_deref() == Some("input_required") {
+                        key = g.input_requests.and_then(|m| m.into_keys().next());
                         break;
                     }
                     tokio::time::sleep(Duration::from_millis(2)).await;
@@ -164,13 +176,13 @@ async fn worker(
                     t.errors += 1;
                     continue;
                 };
-                timed(&mut c, &mut t, "tasks/update", json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}})).await;
+                let answer = json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approved": true}}}});
+                timed(&mut c, &mut t, "tasks/update", &answer).await;
                 while Instant::now() < deadline + Duration::from_secs(30) {
-                    let Some(g) = timed(&mut c, &mut t, "tasks/get", json!({"taskId": id})).await
-                    else {
+                    let Some(g) = timed(&mut c, &mut t, "tasks/get", &poll).await else {
                         break;
                     };
-                    if g["result"]["status"] == "completed" {
+                    if g.status.as_deref() == Some("completed") {
                         t.flows += 1;
                         break;
                     }
@@ -191,9 +203,8 @@ fn percentile(sorted: &[u32], p: f64) -> u32 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let args = parse_args();
+/// The task a `get` run reads, and the prefill: before the clock starts.
+async fn prepare(args: Args) -> (Args, Option<String>) {
     let mut setup = match Conn::open(&args.url, &args.headers).await {
         Ok(c) => c,
         Err(e) => {
@@ -267,32 +278,76 @@ async fn main() {
         }
         args.prefill = made;
     }
+    (args, shared_task)
+}
+
+fn main() {
+    let setup = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let (args, shared_task) = setup.block_on(prepare(parse_args()));
+    drop(setup);
     let args = std::sync::Arc::new(args);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.seconds);
-    let mut handles = Vec::new();
-    for _ in 0..args.concurrency.max(1) {
-        let args = args.clone();
-        let task = shared_task.clone();
-        handles.push(tokio::spawn(
-            async move { worker(&args, task, deadline).await },
-        ));
-    }
+    // Each thread drives its share of the connections on a runtime of its
+    // own, so a request and its connection never cross threads.
+    let threads = args.threads.min(args.concurrency.max(1));
+    let spawned: Vec<_> = (0..threads)
+        .map(|thread| {
+            let args = args.clone();
+            let task = shared_task.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async {
+                    let mine = (0..args.concurrency.max(1)).filter(|c| c % threads == thread);
+                    let handles: Vec<_> = mine
+                        .map(|_| {
+                            let args = args.clone();
+                            let task = task.clone();
+                            tokio::spawn(async move { worker(&args, task, deadline).await })
+                        })
+                        .collect();
+                    let mut tallies = Vec::new();
+                    for h in handles {
+                        tallies.push(h.await.map_err(|e| format!("worker panicked: {e}"))?);
+                    }
+                    Ok::<_, String>(tallies)
+                })
+            })
+        })
+        .collect();
     let mut all = Tally::default();
-    for h in handles {
-        match h.await {
-            Ok(Ok(t)) => {
-                all.latencies_us.extend(t.latencies_us);
-                all.errors += t.errors;
-                all.flows += t.flows;
-            }
+    for thread in spawned {
+        let tallies = match thread.join() {
+            Ok(Ok(tallies)) => tallies,
             Ok(Err(e)) => {
-                eprintln!("load: worker failed: {e}");
+                eprintln!("load: {e}");
                 all.errors += 1;
+                continue;
             }
-            Err(e) => {
-                eprintln!("load: worker panicked: {e}");
+            Err(_) => {
+                eprintln!("load: a load thread panicked");
                 all.errors += 1;
+                continue;
+            }
+        };
+        for t in tallies {
+            match t {
+                Ok(t) => {
+                    all.latencies_us.extend(t.latencies_us);
+                    all.errors += t.errors;
+                    all.flows += t.flows;
+                }
+                Err(e) => {
+                    eprintln!("load: worker failed: {e}");
+                    all.errors += 1;
+                }
             }
         }
     }
@@ -303,6 +358,7 @@ async fn main() {
         "label": args.label,
         "workload": args.workload,
         "concurrency": args.concurrency,
+        "threads": threads,
         "prefill": args.prefill,
         "stored": if args.stored > 0 { args.stored } else { args.prefill },
         "seconds": elapsed,
