@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Turns the load client's JSON lines into a Markdown table (with each
 peer's ratio to ours, measured in the same run) and an SVG bar chart.
+A workload a server ran in several rounds is represented by its median
+round (by requests/s), and the table says how many rounds there were.
 
     python3 bench/report.py results.jsonl table.md chart.svg
 """
@@ -23,6 +25,22 @@ def load(path):
     return rows
 
 
+def medians(rows):
+    """One row per (server, workload): the median round by requests/s
+    (the lower middle one of an even number), with `rounds` set."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["label"], key(r)), []).append(r)
+    out = []
+    for runs in groups.values():
+        ok = sorted((r for r in runs if not r.get("failed")), key=lambda r: r["rps"])
+        if not ok:
+            out.append(dict(runs[0], rounds=len(runs)))
+            continue
+        out.append(dict(ok[(len(ok) - 1) // 2], rounds=len(runs), failed_rounds=len(runs) - len(ok)))
+    return out
+
+
 def key(r):
     stored = r.get("stored", 0)
     w = r["workload"]
@@ -36,6 +54,11 @@ def fmt_ms(us):
     return f"{us / 1000:.2f}"
 
 
+def rounds(r):
+    failed = r.get("failed_rounds", 0)
+    return f"{r['rounds']}" + (f" ({failed} failed)" if failed else "")
+
+
 def table(rows):
     by = {}
     workloads = []
@@ -45,7 +68,7 @@ def table(rows):
             workloads.append(k)
         by[(r["label"], k)] = r
     servers = [s for s in ORDER if any(r["label"] == s for r in rows)]
-    out = ["| workload | server | req/s | flows/s | p50 ms | p99 ms | errors | ours ÷ this |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["| workload | server | req/s | flows/s | p50 ms | p99 ms | errors | rounds | ours ÷ this |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for k in workloads:
         ours = by.get((OURS, k))
         for s in servers:
@@ -53,14 +76,14 @@ def table(rows):
             if not r:
                 continue
             if r.get("failed"):
-                out.append(f"| {k} | {s} | failed | | | | | |")
+                out.append(f"| {k} | {s} | failed | | | | | {r['rounds']} | |")
                 continue
             ratio = ""
             if ours and not ours.get("failed") and r["rps"] > 0 and s != OURS:
                 ratio = f"{ours['rps'] / r['rps']:.1f}x"
             flows = f"{r['flows_per_s']:.0f}" if r["workload"] == "flow" else ""
             out.append(
-                f"| {k} | {s} | {r['rps']:,.0f} | {flows} | {fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | {r['errors']} | {ratio} |"
+                f"| {k} | {s} | {r['rps']:,.0f} | {flows} | {fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | {r['errors']} | {rounds(r)} | {ratio} |"
             )
     return "\n".join(out) + "\n"
 
@@ -91,7 +114,7 @@ def svg(rows, path):
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 120}" height="{height}" font-family="sans-serif" font-size="12">',
-        f'<text x="{left}" y="20" font-size="14" font-weight="bold">requests per second, loopback, one run (log scale)</text>',
+        f'<text x="{left}" y="20" font-size="14" font-weight="bold">requests per second, loopback, median round of one run (log scale)</text>',
     ]
     y = top
     for s in servers:
@@ -116,7 +139,7 @@ def svg(rows, path):
 
 def main():
     src, md, chart = sys.argv[1], sys.argv[2], sys.argv[3]
-    rows = load(src)
+    rows = medians(load(src))
     text = table(rows)
     with open(md, "w") as f:
         f.write(text)

@@ -17,15 +17,16 @@
 # Every server runs generate_report with no simulated outline delay, so the
 # flow measures the servers. Results: bench/results/latest.{jsonl,md,svg}.
 #
-#   bash bench/run.sh                 # everything (about 15 minutes)
-#   SERVERS="ours-wasi rmcp" SECONDS_PER=5 bash bench/run.sh
+#   bash bench/run.sh                 # everything (about 30 minutes)
+#   SERVERS="ours-wasi rmcp" SECONDS_PER=3 ROUNDS=1 bash bench/run.sh
 #
 # Not part of `make test`. Needs the toolchain `make test` installs, plus
 # Python 3 (for FastMCP, installed into bench/.venv from PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SECONDS_PER=${SECONDS_PER:-8}
+SECONDS_PER=${SECONDS_PER:-5}
+ROUNDS=${ROUNDS:-3}
 SERVERS=${SERVERS:-"ours-wasi ours-wasi-normal ours-const ours-worker rmcp rmcp-tuned fastmcp"}
 PREFILL_SMALL=${PREFILL_SMALL:-10000}
 PREFILL_LARGE=${PREFILL_LARGE:-100000}
@@ -114,25 +115,48 @@ run() { # server url workload concurrency [extra args]
   fi
 }
 
+# Every server is started first and stays up, idle, while the others are
+# measured. The workloads that leave the store as it was (reads, discover)
+# and the flow run in ROUNDS rounds, each round every server in turn (the
+# order rotating), so that the machine's drift over the run falls on every
+# server alike; the report takes each server's median round.
+declare -A URLS
+UP=()
 for server in $SERVERS; do
-  say "$server"
-  launch "$server" || continue
-  url=$URL
-  if [[ $server == ours-const ]]; then
-    run "$server" "$url" discover 1
-    run "$server" "$url" discover 16
-    continue
+  say "starting $server"
+  if launch "$server"; then
+    URLS[$server]=$URL
+    UP+=("$server")
   fi
-  run "$server" "$url" get 1
-  run "$server" "$url" get 16
-  if [[ $server == ours-* ]]; then
-    # The same read through the 2025-11-25 adapter.
-    run "$server" "$url" legacy-get 1
-    run "$server" "$url" legacy-get 16
-  fi
-  run "$server" "$url" discover 1
-  run "$server" "$url" discover 16
-  run "$server" "$url" flow 16
+done
+
+# The workloads a server runs in the rounds.
+workloads_of() { # server
+  case $1 in
+    ours-const) echo "discover:1 discover:16" ;;
+    ours-*) echo "get:1 get:16 legacy-get:1 legacy-get:16 discover:1 discover:16 flow:16" ;;
+    *) echo "get:1 get:16 discover:1 discover:16 flow:16" ;;
+  esac
+}
+
+for wl in get:1 get:16 legacy-get:1 legacy-get:16 discover:1 discover:16 flow:16; do
+  for round in $(seq 1 "$ROUNDS"); do
+    say "$wl, round $round of $ROUNDS"
+    n=${#UP[@]}
+    for i in $(seq 0 $((n - 1))); do
+      server=${UP[$(( (i + round - 1) % n ))]}
+      [[ " $(workloads_of "$server") " == *" $wl "* ]] || continue
+      run "$server" "${URLS[$server]}" "${wl%%:*}" "${wl##*:}"
+    done
+  done
+done
+
+# Creates grow the store, so they run once per server, one server after
+# the other (the others idle), as does tasks/get with the store full.
+for server in "${UP[@]}"; do
+  [[ $server == ours-const ]] && continue
+  say "$server: creates and reads with the store filled"
+  url=${URLS[$server]}
   run "$server" "$url" create 16 --prefill "$PREFILL_SMALL" --stored "$PREFILL_SMALL"
   large=$((PREFILL_LARGE - PREFILL_SMALL))
   stored=$PREFILL_SMALL
@@ -144,7 +168,6 @@ for server in $SERVERS; do
   fi
   # tasks/get again, now with the store full: O(1) reads do not slow down.
   run "$server" "$url" get 1 --stored "$stored"
-  kill -TERM -- "-${PIDS[-1]}" 2>/dev/null || true
 done
 
 say "report"
