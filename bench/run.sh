@@ -67,10 +67,12 @@ OURS_ENV=(MCP_STATE_SECRET=bench-state-secret-0123456789-abcdef MCP_AUTH=insecur
           MCP_MAX_OUTSTANDING_TASKS=0 MCP_MAX_STORED_BYTES=0 MCP_MAX_TASKS_PER_MINUTE=0 MCP_MAX_LISTEN_STREAMS=0 MCP_REPORT_OUTLINE_MS=0)
 
 # Starts a server in its own process group; sets URL once it answers.
+declare -A GROUP
 start() { # name port command...
   local name=$1 port=$2; shift 2
   setsid "$@" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
+  GROUP[$name]=$!
   URL="http://127.0.0.1:$port/mcp"
   for _ in $(seq 1 600); do
     if curl -s -o /dev/null -m 1 -X POST "$URL" -H 'content-type: application/json' -d '{}' 2>/dev/null; then
@@ -151,17 +153,42 @@ for wl in get:1 get:16 legacy-get:1 legacy-get:16 discover:1 discover:16; do
   done
 done
 
-# The flow and the creates grow the store, so they run once per server,
-# one server after the other (the others idle), as does tasks/get with the
-# store full. The flow comes first, from the same state for every server
-# (a task per read run): the peers keep every task in one in-memory list
-# and slow down as it grows (rmcp tuned did 1,175, 532 and 351 flows/s in
-# three rounds back to back).
+# Stops a server and starts it again with nothing stored.
+restart() { # server
+  local group=${GROUP[$1]}
+  kill -TERM -- "-$group" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 -- "-$group" 2>/dev/null || break; sleep 0.1; done
+  case $1 in
+    ours-wasi) rm -rf "${WORK:?}/wasi" ;;
+    ours-wasi-normal) rm -rf "${WORK:?}/wasi-normal" ;;
+  esac
+  launch "$1" && URLS[$1]=$URL
+}
+
+# The flow grows the store, and the peers keep every task in one in-memory
+# list and slow down as it grows (in three rounds back to back rmcp tuned
+# did 1,175, 532 and 351 flows/s): so each flow round starts every server
+# afresh, with nothing stored (all but the Worker under wrangler dev, whose
+# few flows a round leave its store as it was), in rounds as above.
+for round in $(seq 1 "$ROUNDS"); do
+  say "flow:16, round $round of $ROUNDS"
+  n=${#UP[@]}
+  for i in $(seq 0 $((n - 1))); do
+    server=${UP[$(( (i + round - 1) % n ))]}
+    [[ $server == ours-const ]] && continue
+    if [[ $server != ours-worker ]]; then
+      restart "$server" || continue
+    fi
+    run "$server" "${URLS[$server]}" flow 16
+  done
+done
+
+# Creates grow the store, so they run once per server, one server after
+# the other (the others idle), as does tasks/get with the store full.
 for server in "${UP[@]}"; do
   [[ $server == ours-const ]] && continue
-  say "$server: the flow, then creates and reads with the store filled"
+  say "$server: creates and reads with the store filled"
   url=${URLS[$server]}
-  run "$server" "$url" flow 16
   run "$server" "$url" create 16 --prefill "$PREFILL_SMALL" --stored "$PREFILL_SMALL"
   large=$((PREFILL_LARGE - PREFILL_SMALL))
   stored=$PREFILL_SMALL
