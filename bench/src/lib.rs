@@ -227,6 +227,23 @@ impl Conn {
         body: Vec<u8>,
         headers: Vec<(String, String)>,
     ) -> Result<(u16, bool, Bytes), String> {
+        let (status, headers, bytes) = self.post(body, headers, false).await?;
+        let sse = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        Ok((status, sse, bytes))
+    }
+
+    /// Posts `body` with `headers` (and the connection's extra ones); the
+    /// status, the response's headers (only its `content-type` unless
+    /// `all_headers`) and its body.
+    async fn post(
+        &mut self,
+        body: Vec<u8>,
+        headers: Vec<(String, String)>,
+        all_headers: bool,
+    ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
         let mut req = Request::post(&self.path).header("host", &self.host);
         for (k, v) in headers {
             req = req.header(k, v);
@@ -244,18 +261,22 @@ impl Conn {
             .await
             .map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
-        let sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let kept = if all_headers {
+            resp.headers().clone()
+        } else {
+            let mut kept = hyper::HeaderMap::new();
+            if let Some(v) = resp.headers().get(hyper::header::CONTENT_TYPE) {
+                kept.insert(hyper::header::CONTENT_TYPE, v.clone());
+            }
+            kept
+        };
         let bytes = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        Ok((status, sse, bytes))
+        Ok((status, kept, bytes))
     }
 
     async fn send(
@@ -264,30 +285,6 @@ impl Conn {
         headers: Vec<(String, String)>,
     ) -> Result<(u16, hyper::HeaderMap, Bytes), String> {
         let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
-        let mut req = Request::post(&self.path).header("host", &self.host);
-        for (k, v) in headers {
-            req = req.header(k, v);
-        }
-        for (k, v) in &self.extra {
-            req = req.header(k, v);
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        self.sender.ready().await.map_err(|e| e.to_string())?;
-        let resp = self
-            .sender
-            .send_request(req)
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let bytes = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((status, headers, bytes))
+        self.post(body, headers, true).await
     }
 }
