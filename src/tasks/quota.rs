@@ -12,12 +12,12 @@
 //! would refuse a create or the list is long (so a normal create costs one
 //! read and one write of this record): that scan, at most once a second,
 //! reads up to 100 listed tasks, in turn from one scan to the next, and
-//! recharges each at its current stored size, results included. The finished ones leave the
-//! record: their bytes stay charged as a sum per expiry (at most
-//! [`MAX_CHARGED`] sums), and their ids move to a second record, the
-//! owner's finished list (up to [`MAX_FINISHED`] of them, so that
-//! [`listed`] can still name them), which only that scan writes. So the
-//! record a create reads and rewrites holds the unfinished tasks alone,
+//! recharges each at its current stored size, results included. The
+//! finished ones leave the record: their bytes stay charged as a sum per
+//! expiry (at most [`MAX_CHARGED`] sums), and their ids move to a second
+//! record, the owner's finished list (up to [`MAX_FINISHED`] of them, so
+//! that [`listed`] can still name them), which only that scan writes. So
+//! the record a create reads and rewrites holds the unfinished tasks alone,
 //! however many have finished.
 //!
 //! A record that cannot be read is refused loudly, never reset.
