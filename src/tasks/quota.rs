@@ -435,9 +435,10 @@ async fn settle<S: Store>(
 }
 
 /// Reads up to [`MAX_RESCAN`] of the tasks listed as unfinished, taking
-/// them in turn from one rescan to the next: finished ones move to the finished list (their size no longer changes,
-/// so they are not read again), purged ones leave the record, and each is
-/// charged its current stored size.
+/// them in turn from one rescan to the next: finished ones move to the
+/// finished list (their size no longer changes, so they are not read
+/// again), purged ones leave the record, and each is charged its current
+/// stored size.
 async fn rescan<S: Store>(
     store: &S,
     owner: &Owner,
