@@ -319,6 +319,9 @@ pub struct Server<S: Store> {
     server_info: Value,
     result_meta: Value,
     result_meta_json: Vec<u8>,
+    /// `server/discover`'s result, written once: it depends only on the
+    /// configuration and the tools, both fixed at construction.
+    discover_json: Vec<u8>,
     outbound: Box<dyn Outbound>,
     verifier: Box<dyn SignatureVerifier>,
     tool_settings: Box<dyn ToolSettings>,
@@ -340,6 +343,8 @@ impl<S: Store> Server<S> {
         let server_info = json!({ "name": config.server_name, "version": config.server_version });
         let result_meta = json!({ meta_keys::SERVER_INFO: server_info });
         let result_meta_json = serde_json::to_vec(&result_meta).unwrap_or_default();
+        let discover_json = serde_json::to_vec(&discover(&config, &tools, &result_meta))
+            .map_err(|_| RpcError::internal("The discover result could not be written."))?;
         Ok(Server {
             store,
             tools,
@@ -348,6 +353,7 @@ impl<S: Store> Server<S> {
             server_info,
             result_meta,
             result_meta_json,
+            discover_json,
             config,
             outbound: Box::new(NoOutbound),
             verifier: crate::auth::default_verifier(),
@@ -506,7 +512,10 @@ impl<S: Store> Server<S> {
             ctx,
         };
         match method {
-            Method::Discover => Ok(call.json(&self.discover())),
+            Method::Discover => Ok(Outcome::Json(raw_result_response(
+                call.id,
+                &self.discover_json,
+            ))),
             Method::ToolsList => self.tools_list(&call),
             Method::ToolsCall => self.tools_call(&call, trace).await,
             Method::TasksGet => self.tasks_get(&call, trace).await,
@@ -735,31 +744,6 @@ impl<S: Store> Server<S> {
             )));
         }
         Ok(())
-    }
-
-    fn discover(&self) -> Value {
-        let mut v = json!({
-            "resultType": result_type::COMPLETE,
-            "supportedVersions": SUPPORTED_VERSIONS,
-            "capabilities": {
-                "tools": {},
-                "prompts": {},
-                "resources": {},
-                "extensions": { TASKS_EXTENSION: {} }
-            },
-            "ttlMs": self.config.discover_ttl_ms,
-            "cacheScope": "public",
-            "_meta": self.result_meta,
-        });
-        if let (Some(text), Value::Object(map)) = (&self.config.instructions, &mut v) {
-            map.insert("instructions".into(), Value::from(text.as_str()));
-        }
-        if self.tools.has_completions()
-            && let Some(Value::Object(caps)) = v.get_mut("capabilities")
-        {
-            caps.insert("completions".into(), json!({}));
-        }
-        v
     }
 
     /// A complete result: `resultType` and this server's `_meta` added.
@@ -1150,13 +1134,56 @@ pub(crate) fn progress_frames(
 
 /// A `tasks/get` response around a stored snapshot, without parsing it:
 /// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
-fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
-    let mut head = Vec::with_capacity(snapshot.len() + meta_json.len() + 80);
+/// `server/discover`'s result for a server with `config` and `tools`.
+fn discover(config: &Config, tools: &ToolSet, result_meta: &Value) -> Value {
+    let mut v = json!({
+        "resultType": result_type::COMPLETE,
+        "supportedVersions": SUPPORTED_VERSIONS,
+        "capabilities": {
+            "tools": {},
+            "prompts": {},
+            "resources": {},
+            "extensions": { TASKS_EXTENSION: {} }
+        },
+        "ttlMs": config.discover_ttl_ms,
+        "cacheScope": "public",
+        "_meta": result_meta,
+    });
+    if let (Some(text), Value::Object(map)) = (&config.instructions, &mut v) {
+        map.insert("instructions".into(), Value::from(text.as_str()));
+    }
+    if tools.has_completions()
+        && let Some(Value::Object(caps)) = v.get_mut("capabilities")
+    {
+        caps.insert("completions".into(), json!({}));
+    }
+    v
+}
+
+/// A response's text up to its result: `{"jsonrpc":"2.0","id":…,"result":`,
+/// with room for `more` bytes.
+fn result_head(id: &Id, more: usize) -> Vec<u8> {
+    let mut head = Vec::with_capacity(more + 48);
     head.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     if serde_json::to_writer(&mut head, id).is_err() {
         head.extend_from_slice(b"null");
     }
-    head.extend_from_slice(br#","result":{"resultType":"complete","_meta":"#);
+    head.extend_from_slice(br#","result":"#);
+    head
+}
+
+/// A response whose result is `result_json`, the JSON text of a value
+/// written earlier.
+fn raw_result_response(id: &Id, result_json: &[u8]) -> Vec<u8> {
+    let mut out = result_head(id, result_json.len() + 1);
+    out.extend_from_slice(result_json);
+    out.push(b'}');
+    out
+}
+
+fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
+    let mut head = result_head(id, snapshot.len() + meta_json.len() + 40);
+    head.extend_from_slice(br#"{"resultType":"complete","_meta":"#);
     close_with_members(head, meta_json, snapshot)
 }
 
