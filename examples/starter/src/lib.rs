@@ -189,6 +189,12 @@ pub fn tools(_settings: &dyn ToolSettings) -> Result<ToolSet, String> {
     )
 }
 
+// Both wasm builds allocate with Talc rather than Rust's default wasm
+// allocator: faster per request, and a smaller Worker.
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 // The deployment: a Cloudflare Worker (with its Durable Object class and
 // cron handler) and a WASI component, both serving `tools`.
 mcp_tasks_edge::cloudflare_worker!(tools);
