@@ -55,7 +55,7 @@ async fn exchange(rt: &Arc<Runtime>, r: &Req) -> Value {
     let request = runtime::ExchangeRequest {
         method: "POST".into(),
         path: "/mcp".into(),
-        headers: r.headers.clone(),
+        headers: runtime::header_lines(r.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
         body: r.body.clone(),
     };
     let resp = rt.exchange(&request).await.unwrap().expect("not a stream");

@@ -59,6 +59,24 @@ pub use bindings::exports::mcp::tasks_edge::exchange::{
 };
 use bindings::mcp::tasks_edge::store as wit_store;
 
+/// The `headers` of an [`ExchangeRequest`] from a request's fields: each as
+/// `name:value` and a line feed. A field whose name or value has a line
+/// feed (HTTP allows neither) is left out; a value that is not UTF-8 has
+/// its invalid bytes replaced.
+pub fn header_lines<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+    let mut lines = String::new();
+    for (name, value) in fields {
+        if name.contains(['\n', ':']) || value.contains(&b'\n') {
+            continue;
+        }
+        lines.push_str(name);
+        lines.push(':');
+        lines.push_str(&String::from_utf8_lossy(value));
+        lines.push('\n');
+    }
+    lines
+}
+
 /// Where the component is, unless `COMPONENT_WASM` says otherwise.
 pub const DEFAULT_COMPONENT: &str = "target/wasm32-wasip2/release/mcp_tasks_edge_server.wasm";
 

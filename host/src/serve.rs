@@ -479,16 +479,12 @@ async fn serve_one(
         let request = crate::runtime::ExchangeRequest {
             method: parts.method.as_str().to_owned(),
             path: parts.uri.path().to_owned(),
-            headers: parts
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_owned(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            headers: crate::runtime::header_lines(
+                parts
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_bytes())),
+            ),
             body,
         };
         match runtime.exchange(&request).await {

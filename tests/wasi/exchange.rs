@@ -76,6 +76,26 @@ async fn exchange_and_wasi_http_answer_alike() {
         wrong,
         serde_json::to_vec(&msg(11, "tools/list", json!({}))).unwrap(),
     ));
+    // Header fields as the host passes them in one string: a repeated
+    // header with two values (refused), and values with colons and inner
+    // spaces (an allowed Origin with a port; a user agent).
+    let mut twice = h.clone();
+    twice.push(("Mcp-Method".into(), "tools/call".into()));
+    cases.push((
+        "POST",
+        "/mcp",
+        twice,
+        serde_json::to_vec(&msg(14, "tools/list", json!({}))).unwrap(),
+    ));
+    let mut colons = h.clone();
+    colons.push(("origin".into(), "http://127.0.0.1:8788".into()));
+    colons.push(("user-agent".into(), "probe/1.0 (a: b)".into()));
+    cases.push((
+        "POST",
+        "/mcp",
+        colons,
+        serde_json::to_vec(&msg(15, "tools/list", json!({}))).unwrap(),
+    ));
     let mut evil = h;
     evil.push(("origin".into(), "http://evil.example.com".into()));
     cases.push((

@@ -187,7 +187,9 @@ pub async fn exchange_raw(
     let request = crate::runtime::ExchangeRequest {
         method: method.to_owned(),
         path: path.to_owned(),
-        headers,
+        headers: crate::runtime::header_lines(
+            headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+        ),
         body,
     };
     rt.exchange(&request)

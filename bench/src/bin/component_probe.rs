@@ -163,7 +163,7 @@ fn main() {
             let request = runtime::ExchangeRequest {
                 method: method.to_owned(),
                 path: path.to_string(),
-                headers: hs.clone(),
+                headers: runtime::header_lines(hs.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
                 body: b.clone(),
             };
             for _ in 0..200 {
@@ -223,7 +223,7 @@ async fn creates_with_quotas(component: &std::path::Path, dir: &std::path::Path,
     let request = runtime::ExchangeRequest {
         method: "POST".into(),
         path: "/mcp".into(),
-        headers,
+        headers: runtime::header_lines(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
         body: serde_json::to_vec(&msg).expect("json"),
     };
     // Every 50 creates the tasks made so far finish.

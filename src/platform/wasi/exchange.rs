@@ -10,10 +10,11 @@ impl<A: App> Guest for Component<A> {
     fn handle(request: Request) -> Option<Response> {
         let response = with_server::<A, _>(|server| match server {
             Ok(server) => {
+                let headers = header_pairs(&request.headers);
                 let req = HttpRequest {
                     method: &request.method,
                     path: &request.path,
-                    headers: &request.headers,
+                    headers: &headers,
                     body: &request.body,
                 };
                 let response = crate::block_on(http::handle(server, &req, now_ms()));
@@ -24,6 +25,16 @@ impl<A: App> Guest for Component<A> {
         });
         into_response(response)
     }
+}
+
+/// The request's header fields from the `name:value` lines the host
+/// passes; a line without a `:` is not a field and is left out.
+fn header_pairs(block: &str) -> Vec<(String, String)> {
+    block
+        .split_terminator('\n')
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
 }
 
 fn into_response(response: HttpResponse) -> Option<Response> {
