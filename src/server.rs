@@ -1132,8 +1132,6 @@ pub(crate) fn progress_frames(
     Some(frames)
 }
 
-/// A `tasks/get` response around a stored snapshot, without parsing it:
-/// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
 /// `server/discover`'s result for a server with `config` and `tools`.
 fn discover(config: &Config, tools: &ToolSet, result_meta: &Value) -> Value {
     let mut v = json!({
@@ -1181,6 +1179,8 @@ fn raw_result_response(id: &Id, result_json: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A `tasks/get` response around a stored snapshot, without parsing it:
+/// `{"jsonrpc":"2.0","id":…,"result":{"resultType":"complete","_meta":…,<snapshot members>}}`.
 fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
     let mut head = result_head(id, snapshot.len() + meta_json.len() + 40);
     head.extend_from_slice(br#"{"resultType":"complete","_meta":"#);
