@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use crate::auth::AuthError;
 use crate::error::RpcError;
 use crate::protocol::jsonrpc::error_bytes;
-use crate::server::{HeaderValue, Mirror, Reply, RequestContext, Server, Trace};
+use crate::server::{Mirror, Reply, RequestContext, Server, Trace};
 use crate::store::Store;
 use crate::tasks::subscription::Subscription;
 use crate::time::Millis;
@@ -40,12 +40,6 @@ impl<'a> HttpRequest<'a> {
     /// The first value of a header.
     pub fn header(&self, name: &str) -> Option<&'a str> {
         self.header_values(name).next()
-    }
-
-    /// A header that must appear at most once with a valid value (see
-    /// [`crate::server`]'s mirroring rules).
-    fn mirrored(&self, name: &str) -> HeaderValue<'a> {
-        crate::server::mirrored(self.headers, name)
     }
 }
 
@@ -402,13 +396,7 @@ async fn serve_checked<S: Store>(
     if crate::legacy::claims(req) {
         return crate::legacy::serve(server, req, ctx).await;
     }
-    let mirror = Mirror {
-        enforce: true,
-        protocol_version: req.mirrored("mcp-protocol-version"),
-        method: req.mirrored("mcp-method"),
-        name: req.mirrored("mcp-name"),
-        headers: req.headers,
-    };
+    let mirror = Mirror::of_headers(req.headers);
     let mut trace = Trace::default();
     let reply = server.handle(req.body, &mirror, ctx, &mut trace).await;
     let mut response = match reply {
@@ -651,6 +639,7 @@ impl ListenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::{HeaderValue, mirrored};
 
     #[test]
     fn loopback_hosts() {
@@ -722,18 +711,35 @@ mod tests {
             ("Mcp-Name", "b"),
             ("x", "é"),
         ]);
-        let req = HttpRequest {
-            method: "POST",
-            path: "/mcp",
-            headers: &headers,
-            body: b"",
-        };
-        assert_eq!(
-            req.mirrored("mcp-method"),
-            HeaderValue::Present("tools/list")
-        );
-        assert_eq!(req.mirrored("mcp-name"), HeaderValue::Invalid);
-        assert_eq!(req.mirrored("x"), HeaderValue::Invalid);
-        assert_eq!(req.mirrored("mcp-protocol-version"), HeaderValue::Absent);
+        let m = Mirror::of_headers(&headers);
+        assert_eq!(m.method, HeaderValue::Present("tools/list"));
+        assert_eq!(m.name, HeaderValue::Invalid);
+        assert_eq!(m.protocol_version, HeaderValue::Absent);
+        assert_eq!(mirrored(&headers, "x"), HeaderValue::Invalid);
+        // The one pass reads each header as `mirrored` reads it alone.
+        let cases = [
+            h(&[]),
+            h(&[("Mcp-Method", "a"), ("mcp-method", " a\t")]),
+            h(&[("mcp-method", "a"), ("mcp-method", "b")]),
+            h(&[("mcp-method", "é"), ("mcp-method", "é")]),
+            h(&[("mcp-name", "a\u{7f}"), ("mcp-nam3", "x")]),
+            h(&[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("mcp-protocol-versio", "x"),
+            ]),
+            h(&[("mcp-protocol-version", "1"), ("Mcp-Protocol-Version", "2")]),
+            h(&[("mcp-methods", "a"), ("xcp-method", "b"), ("mcp-name", "")]),
+        ];
+        for headers in &cases {
+            let m = Mirror::of_headers(headers);
+            assert!(m.enforce);
+            assert_eq!(m.method, mirrored(headers, "mcp-method"), "{headers:?}");
+            assert_eq!(m.name, mirrored(headers, "mcp-name"), "{headers:?}");
+            assert_eq!(
+                m.protocol_version,
+                mirrored(headers, "mcp-protocol-version"),
+                "{headers:?}"
+            );
+        }
     }
 }

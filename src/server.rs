@@ -20,7 +20,7 @@ use crate::prompts::{PromptPlan, PromptRound};
 use crate::protocol::jsonrpc::{
     Id, close_with_members, error_bytes, notification_bytes, parse_message, result_bytes,
 };
-use crate::protocol::meta::{ClientCapabilities, MetaOnly};
+use crate::protocol::meta::{ClientCapabilities, MetaOnly, RawMeta};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
 use crate::protocol::tools::{CallToolParams, InputRequests, ListToolsParams};
 use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
@@ -156,20 +156,55 @@ impl Mirror<'_> {
 /// present (trimmed of optional whitespace), or invalid (repeated with
 /// different values, or holding characters a header value may not contain).
 pub(crate) fn mirrored<'a>(headers: &'a [(String, String)], name: &str) -> HeaderValue<'a> {
-    let mut values = headers
+    headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.trim());
-    let Some(first) = values.next() else {
-        return HeaderValue::Absent;
-    };
-    let valid = first
-        .bytes()
-        .all(|b| b == b'\t' || (0x20..0x7f).contains(&b));
-    if !valid || values.any(|v| v != first) {
-        return HeaderValue::Invalid;
+        .fold(HeaderValue::Absent, |seen, (_, v)| seen.and(v))
+}
+
+impl<'a> HeaderValue<'a> {
+    /// What a header is once one more of its values, `value`, has been
+    /// seen: the first value if it is valid, invalid if a later one differs.
+    fn and(self, value: &'a str) -> HeaderValue<'a> {
+        let value = value.trim();
+        match self {
+            HeaderValue::Absent
+                if value
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) =>
+            {
+                HeaderValue::Present(value)
+            }
+            HeaderValue::Present(first) if first == value => self,
+            _ => HeaderValue::Invalid,
+        }
     }
-    HeaderValue::Present(first)
+}
+
+impl<'a> Mirror<'a> {
+    /// The mirrored headers of a request with `headers`, enforced, read in
+    /// one pass over the headers (as [`mirrored`] reads each).
+    pub(crate) fn of_headers(headers: &'a [(String, String)]) -> Mirror<'a> {
+        let mut mirror = Mirror {
+            enforce: true,
+            headers,
+            ..Mirror::default()
+        };
+        for (name, value) in headers {
+            // Each of the three names starts with `mcp-` and has its own
+            // length: most headers are passed over by these two checks.
+            let (slot, wanted) = match name.len() {
+                10 => (&mut mirror.method, "mcp-method"),
+                8 => (&mut mirror.name, "mcp-name"),
+                20 => (&mut mirror.protocol_version, "mcp-protocol-version"),
+                _ => continue,
+            };
+            if name.eq_ignore_ascii_case(wanted) {
+                *slot = slot.and(value);
+            }
+        }
+        mirror
+    }
 }
 
 /// Decodes the `=?base64?...?=` form of a header value; other values are
@@ -498,7 +533,9 @@ impl<S: Store> Server<S> {
             .ok_or_else(|| RpcError::method_not_found(method_name))?;
         trace.method = Some(method.name());
         let raw = params.map_or("{}", RawValue::get);
-        let caps = self.negotiate(raw, mirror)?;
+        let split = crate::protocol::meta::split_meta(raw);
+        let meta = split.as_ref().map(|s| s.meta);
+        let caps = self.negotiate(raw, meta, mirror)?;
         mirror.check("Mcp-Method", mirror.method, method_name, true)?;
         if method.is_task_method() && !caps.has_tasks() {
             return Err(RpcError::tasks_extension_required());
@@ -507,6 +544,8 @@ impl<S: Store> Server<S> {
             id,
             method: method_name,
             raw,
+            rest: split.as_ref().map_or(raw, |s| &s.rest),
+            meta,
             caps: &caps,
             mirror,
             ctx,
@@ -561,7 +600,10 @@ impl<S: Store> Server<S> {
             c.mirror
                 .check_params(&d.input_schema, p.arguments.as_ref())?;
         }
-        let token = progress_token(c.raw);
+        let token = match c.meta {
+            Some(meta) => meta.and_then(meta_progress_token),
+            None => progress_token(c.raw),
+        };
         let progress = Progress::default();
         let result = self
             .call_tool(
@@ -693,11 +735,26 @@ impl<S: Store> Server<S> {
     }
 
     /// Reads the required `_meta` members and checks the version against the
-    /// header and the versions this server speaks.
-    fn negotiate(&self, raw: &str, mirror: &Mirror<'_>) -> Result<ClientCapabilities, RpcError> {
-        let meta: MetaOnly<'_> = crate::json::from_str(raw)
-            .map_err(|_| RpcError::missing_meta("Invalid params: _meta must be an object."))?;
-        let meta = meta.meta.ok_or_else(|| {
+    /// header and the versions this server speaks. `meta` is `_meta`'s text
+    /// when the params were split (`Some(None)`: no `_meta`); otherwise it is
+    /// read from `raw`, the whole params.
+    fn negotiate(
+        &self,
+        raw: &str,
+        meta: Option<Option<&str>>,
+        mirror: &Mirror<'_>,
+    ) -> Result<ClientCapabilities, RpcError> {
+        let not_object = |_| RpcError::missing_meta("Invalid params: _meta must be an object.");
+        let meta: Option<RawMeta<'_>> = match meta {
+            Some(None | Some("null")) => None,
+            Some(Some(text)) => Some(crate::json::from_str(text).map_err(not_object)?),
+            None => {
+                crate::json::from_str::<MetaOnly<'_>>(raw)
+                    .map_err(not_object)?
+                    .meta
+            }
+        };
+        let meta = meta.ok_or_else(|| {
             RpcError::missing_meta("Invalid params: the required params._meta is missing.")
         })?;
         let version_raw = meta.protocol_version.ok_or_else(|| {
@@ -1088,18 +1145,29 @@ pub(crate) fn progress_token(raw_params: &str) -> Option<Value> {
     #[derive(serde::Deserialize)]
     struct P {
         #[serde(rename = "_meta", default)]
-        meta: Option<M>,
+        meta: Option<TokenOnly>,
     }
-    #[derive(serde::Deserialize)]
-    struct M {
-        #[serde(rename = "progressToken", default)]
-        token: Option<Value>,
+    crate::json::from_str::<P>(raw_params).ok()?.meta?.token()
+}
+
+/// [`progress_token`] from the text of `_meta` alone.
+fn meta_progress_token(meta: &str) -> Option<Value> {
+    crate::json::from_str::<Option<TokenOnly>>(meta)
+        .ok()??
+        .token()
+}
+
+#[derive(serde::Deserialize)]
+struct TokenOnly {
+    #[serde(rename = "progressToken", default)]
+    token: Option<Value>,
+}
+
+impl TokenOnly {
+    fn token(self) -> Option<Value> {
+        self.token
+            .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
     }
-    crate::json::from_str::<P>(raw_params)
-        .ok()?
-        .meta?
-        .token
-        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
 }
 
 /// A `notifications/progress` message for `token`.
@@ -1218,15 +1286,23 @@ struct Call<'a> {
     method: &'a str,
     /// The params object as received.
     raw: &'a str,
+    /// The params without `_meta` (`raw` when they were not split).
+    rest: &'a str,
+    /// `_meta`'s text when the params were split (see
+    /// [`crate::protocol::meta::split_meta`]).
+    meta: Option<Option<&'a str>>,
     caps: &'a ClientCapabilities,
     mirror: &'a Mirror<'a>,
     ctx: &'a RequestContext,
 }
 
 impl Call<'_> {
-    /// Phase two of the parse: the method's exact params type.
+    /// Phase two of the parse: the method's exact params type, read
+    /// without `_meta` (no params type has that member). A failure is read
+    /// again from the params as received, so that the error's positions are
+    /// the client's own.
     fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
-        typed(self.raw, self.method)
+        typed(self.rest, self.method).or_else(|_| typed(self.raw, self.method))
     }
 
     /// A successful response carrying `result`.

@@ -2,6 +2,8 @@
 //! version and client capabilities, validated on each request and never
 //! remembered from an earlier one.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -23,6 +25,168 @@ pub struct RawMeta<'a> {
 pub struct MetaOnly<'a> {
     #[serde(rename = "_meta", borrow, default)]
     pub meta: Option<RawMeta<'a>>,
+}
+
+/// A request's params with the `_meta` member taken out (see [`split_meta`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Split<'a> {
+    /// The text of `_meta`'s value, if the params have the member.
+    pub meta: Option<&'a str>,
+    /// The params object without `_meta`.
+    pub rest: Cow<'a, str>,
+}
+
+/// Splits the text of a params object at its top-level `_meta` member, in
+/// one pass over the bytes, so that neither the method's own params nor
+/// `_meta` is read through the other. `params` must be a JSON value as
+/// serde_json captured it (a `RawValue`). `None` where one cheap pass
+/// cannot be sure: not an object, a member name written with an escape, or
+/// `_meta` twice; the caller then reads the whole params with serde.
+pub fn split_meta(params: &str) -> Option<Split<'_>> {
+    let b = params.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    // The end of the previous member's value, and the `_meta` value's span
+    // with the span to cut out of the object (the member and one comma).
+    let mut prev_end = None;
+    let mut found: Option<((usize, usize), (usize, usize))> = None;
+    loop {
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b'}' if prev_end.is_none() => break,
+            b'"' => {}
+            _ => return None,
+        }
+        let key_start = i;
+        let (key_end, escaped) = string_end(b, i)?;
+        if escaped {
+            return None;
+        }
+        i = skip_ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(b, i + 1);
+        let value_end = value_end(b, value_start)?;
+        i = skip_ws(b, value_end);
+        let next = *b.get(i)?;
+        if params.get(key_start + 1..key_end - 1)? == "_meta" {
+            if found.is_some() {
+                return None;
+            }
+            let cut = match (next, prev_end) {
+                (b',', _) => (key_start, i + 1),
+                (_, Some(prev)) => (prev, value_end),
+                (_, None) => (key_start, value_end),
+            };
+            found = Some(((value_start, value_end), cut));
+        }
+        prev_end = Some(value_end);
+        match next {
+            b',' => i += 1,
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    if skip_ws(b, i + 1) != b.len() {
+        return None;
+    }
+    Some(match found {
+        None => Split {
+            meta: None,
+            rest: Cow::Borrowed(params),
+        },
+        Some(((start, end), (cut_start, cut_end))) => Split {
+            meta: Some(params.get(start..end)?),
+            rest: Cow::Owned([params.get(..cut_start)?, params.get(cut_end..)?].concat()),
+        },
+    })
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// One past the closing quote of the string that opens at `i`, and whether
+/// it holds an escape.
+fn string_end(b: &[u8], i: usize) -> Option<(usize, bool)> {
+    let mut escaped = false;
+    let mut j = i + 1;
+    loop {
+        j = quote_or_backslash(b, j)?;
+        if b.get(j)? == &b'"' {
+            return Some((j + 1, escaped));
+        }
+        escaped = true;
+        j += 2;
+    }
+}
+
+/// The first `"` or `\` at or after `j`, looked for eight bytes at a time
+/// (most of a request's params are the text of strings).
+fn quote_or_backslash(b: &[u8], mut j: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte of `x ^ (ONES * c)` is zero where `x` holds `c`; the lowest
+    // byte flagged by `(v - ONES) & !v & HIGH` is the first zero byte (a
+    // borrow only flags bytes above a real zero).
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    while let Some(Ok(chunk)) = b.get(j..j + 8).map(<[u8; 8]>::try_from) {
+        let x = u64::from_le_bytes(chunk);
+        let hit = zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\')));
+        if hit != 0 {
+            return Some(j + (hit.trailing_zeros() / 8) as usize);
+        }
+        j += 8;
+    }
+    b.get(j..)?
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|k| j + k)
+}
+
+/// One past the end of the JSON value that starts at `i`.
+fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => string_end(b, i).map(|(end, _)| end),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b.get(j)? {
+                    b'"' => {
+                        j = string_end(b, j)?.0;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while !matches!(
+                b.get(j),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                j += 1;
+            }
+            Some(j)
+        }
+    }
 }
 
 /// `ClientCapabilities`, as far as this server acts on it. Unknown members
@@ -86,5 +250,113 @@ mod tests {
         assert!(!caps(r#"{"elicitation":{"url":{}}}"#).has_form_elicitation());
         assert!(caps(r#"{"elicitation":{"url":{},"form":{}}}"#).has_form_elicitation());
         assert!(!caps(r#"{}"#).has_form_elicitation());
+    }
+
+    #[test]
+    fn split_meta_cases() {
+        let split = |s| split_meta(s).map(|p| (p.meta, p.rest.into_owned()));
+        let some = |m: Option<&'static str>, r: &str| Some((m, r.to_owned()));
+        assert_eq!(split(r#"{}"#), some(None, "{}"));
+        assert_eq!(split(r#" { } "#), some(None, " { } "));
+        assert_eq!(split(r#"{"a":1}"#), some(None, r#"{"a":1}"#));
+        assert_eq!(split(r#"{"_meta":{}}"#), some(Some("{}"), "{}"));
+        assert_eq!(
+            split(r#"{"_meta":{"a":"}\""},"taskId":"x"}"#),
+            some(Some(r#"{"a":"}\""}"#), r#"{"taskId":"x"}"#)
+        );
+        assert_eq!(
+            split(r#"{"taskId":"x", "_meta" : [1,{"b":[]}] }"#),
+            some(Some(r#"[1,{"b":[]}]"#), r#"{"taskId":"x" }"#)
+        );
+        assert_eq!(
+            split(r#"{"a":true,"_meta":null,"b":-1.5e3}"#),
+            some(Some("null"), r#"{"a":true,"b":-1.5e3}"#)
+        );
+        assert_eq!(
+            split(r#"{"é":"\u00e9","_meta":5}"#),
+            some(Some("5"), r#"{"é":"\u00e9"}"#)
+        );
+        // Left to serde: not an object, an escaped name, `_meta` twice.
+        for s in [
+            "[]",
+            "null",
+            r#""_meta""#,
+            r#"{"\u005fmeta":{}}"#,
+            r#"{"_meta":1,"_meta":2}"#,
+            r#"{"a":1"#,
+            r#"{"a":1,}"#,
+            r#"{,}"#,
+            r#"{"a":1} x"#,
+        ] {
+            assert_eq!(split_meta(s), None, "{s}");
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("_meta".to_owned()),
+            Just("taskId".to_owned()),
+            Just("é".to_owned()),
+            Just("_met".to_owned()),
+            "[a-z_]{0,6}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[ -~é\\\\\"{}\\[\\],:]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 5, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((key.clone(), inner), 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time search finds what a byte loop finds.
+        #[test]
+        fn quote_or_backslash_is_the_first(
+            b in proptest::collection::vec(proptest::prop_oneof![
+                1 => proptest::prelude::Just(b'"'),
+                1 => proptest::prelude::Just(b'\\'),
+                30 => proptest::prelude::any::<u8>(),
+            ], 0..40),
+            from in 0usize..41,
+        ) {
+            let naive = b.get(from..).and_then(|t| t.iter().position(|&c| c == b'"' || c == b'\\')).map(|k| from + k);
+            proptest::prop_assert_eq!(quote_or_backslash(&b, from), naive);
+        }
+
+        /// On any object serde_json writes, compact or pretty, the split
+        /// is taken and agrees with serde: `_meta`'s value, and the object
+        /// without it.
+        #[test]
+        fn split_meta_agrees_with_serde(v in json_value(), pretty in proptest::prelude::any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&v).unwrap()
+            } else {
+                serde_json::to_string(&v).unwrap()
+            };
+            // What serde reads back (its float parsing may round).
+            let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(&text) else {
+                proptest::prop_assert!(split_meta(&text).is_none(), "{}", text);
+                return Ok(());
+            };
+            let split = split_meta(&text);
+            proptest::prop_assert!(split.is_some(), "{}", text);
+            let split = split.unwrap();
+            let meta = map.remove("_meta");
+            let got_meta = split.meta.map(|m| serde_json::from_str::<Value>(m).unwrap());
+            proptest::prop_assert_eq!(got_meta, meta);
+            let rest: Value = serde_json::from_str(&split.rest).unwrap();
+            proptest::prop_assert_eq!(rest, Value::Object(map));
+        }
     }
 }
