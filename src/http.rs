@@ -23,8 +23,9 @@ pub struct HttpRequest<'a> {
     pub method: &'a str,
     /// The path, without the query string.
     pub path: &'a str,
-    /// Header names in any case; repeated headers as repeated pairs.
-    pub headers: &'a [(String, String)],
+    /// Header names in any case; repeated headers as repeated pairs (see
+    /// [`header_refs`] for headers held as owned strings).
+    pub headers: &'a [(&'a str, &'a str)],
     pub body: &'a [u8],
 }
 
@@ -34,7 +35,7 @@ impl<'a> HttpRequest<'a> {
         self.headers
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| *v)
     }
 
     /// The first value of a header.
@@ -105,6 +106,21 @@ impl HttpResponse {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// Borrows headers held as owned strings, for [`HttpRequest::headers`].
+///
+/// ```
+/// use mcp_tasks_edge::http::header_refs;
+///
+/// let owned = vec![("Mcp-Method".to_owned(), "tasks/get".to_owned())];
+/// assert_eq!(header_refs(&owned), [("Mcp-Method", "tasks/get")]);
+/// ```
+pub fn header_refs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()))
+        .collect()
 }
 
 /// Whether `origin` is on the allow-list (`scheme://host:port`, or
@@ -221,7 +237,7 @@ fn method_not_allowed(allow: &str) -> HttpResponse {
 /// use mcp_tasks_edge::config::Config;
 /// use mcp_tasks_edge::http::check_head;
 /// let config = Config::default();
-/// let headers = vec![("content-length".to_owned(), "104857600".to_owned())];
+/// let headers = [("content-length", "104857600")];
 /// let refused = check_head(&config, "POST", "/mcp", &headers).unwrap();
 /// assert_eq!(refused.status, 413);
 /// assert_eq!(check_head(&config, "POST", "/elsewhere", &[]).unwrap().status, 404);
@@ -230,7 +246,7 @@ pub fn check_head(
     config: &crate::config::Config,
     method: &str,
     path: &str,
-    headers: &[(String, String)],
+    headers: &[(&str, &str)],
 ) -> Option<HttpResponse> {
     if config.auth.jwt().is_some() && is_metadata_path(path, &config.endpoint_path) {
         return None;
@@ -269,17 +285,14 @@ fn too_large() -> HttpResponse {
 /// Under `insecure-local`, a request whose `Host` is not a loopback name or
 /// address is refused (403): a server without credentials never answers a
 /// name that reaches it from elsewhere.
-fn loopback_only(
-    config: &crate::config::Config,
-    headers: &[(String, String)],
-) -> Option<HttpResponse> {
+fn loopback_only(config: &crate::config::Config, headers: &[(&str, &str)]) -> Option<HttpResponse> {
     if !config.auth.is_insecure() {
         return None;
     }
     let mut hosts = headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
-        .map(|(_, v)| v.as_str());
+        .map(|(_, v)| *v);
     let ok = match (hosts.next(), hosts.next()) {
         (Some(host), None) => is_loopback_host(host),
         _ => false,
@@ -699,12 +712,7 @@ mod tests {
 
     #[test]
     fn mirrored_headers() {
-        let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-            pairs
-                .iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect()
-        };
+        let h = |pairs: &[(&'static str, &'static str)]| pairs.to_vec();
         let headers = h(&[
             ("MCP-METHOD", "  tools/list "),
             ("mcp-name", "a"),

@@ -67,7 +67,7 @@ pub struct Mirror<'a> {
     pub name: HeaderValue<'a>,
     /// Every request header, for the `Mcp-Param-*` headers that mirror tool
     /// arguments annotated with `x-mcp-header`.
-    pub headers: &'a [(String, String)],
+    pub headers: &'a [(&'a str, &'a str)],
 }
 
 impl Mirror<'_> {
@@ -155,7 +155,7 @@ impl Mirror<'_> {
 /// A header that must appear at most once with a valid value: absent,
 /// present (trimmed of optional whitespace), or invalid (repeated with
 /// different values, or holding characters a header value may not contain).
-pub(crate) fn mirrored<'a>(headers: &'a [(String, String)], name: &str) -> HeaderValue<'a> {
+pub(crate) fn mirrored<'a>(headers: &'a [(&'a str, &'a str)], name: &str) -> HeaderValue<'a> {
     headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -184,7 +184,7 @@ impl<'a> HeaderValue<'a> {
 impl<'a> Mirror<'a> {
     /// The mirrored headers of a request with `headers`, enforced, read in
     /// one pass over the headers (as [`mirrored`] reads each).
-    pub(crate) fn of_headers(headers: &'a [(String, String)]) -> Mirror<'a> {
+    pub(crate) fn of_headers(headers: &'a [(&'a str, &'a str)]) -> Mirror<'a> {
         let mut mirror = Mirror {
             enforce: true,
             headers,

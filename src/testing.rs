@@ -138,7 +138,7 @@ impl<S: Store> TestClient<S> {
         let req = HttpRequest {
             method: "POST",
             path: &self.server.config().endpoint_path,
-            headers: &headers,
+            headers: &http::header_refs(&headers),
             body: &body,
         };
         let ctx = RequestContext {

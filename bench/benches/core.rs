@@ -55,7 +55,7 @@ fn send(s: &Server<Arc<MemoryStore>>, r: &Request, now: i64) -> Vec<u8> {
     let req = HttpRequest {
         method: "POST",
         path: "/mcp",
-        headers: &r.headers,
+        headers: &mcp_tasks_edge::http::header_refs(&r.headers),
         body: &r.body,
     };
     let ctx = RequestContext {

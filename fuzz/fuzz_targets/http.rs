@@ -32,16 +32,26 @@ fn server(jwt: bool) -> Server<Arc<MemoryStore>> {
             authorization_servers: vec![],
         }))
     } else {
-        Auth::InsecureLocal(Owner { tenant: "t".into(), principal: "p".into() })
+        Auth::InsecureLocal(Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        })
     };
     let config = Config {
-        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"fuzz-state-secret-of-32-bytes!!!".to_vec()),
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(
+            b"fuzz-state-secret-of-32-bytes!!!".to_vec(),
+        ),
         auth,
         ..Config::default()
     };
     // Server construction cannot fail with a sequential id source.
     let tools = mcp_tasks_edge::conformance::tools().and(mcp_tasks_edge::demo::tools(1_000));
-    match Server::new(Arc::new(MemoryStore::new()), config, tools, Box::new(SequentialIds::starting_at(1))) {
+    match Server::new(
+        Arc::new(MemoryStore::new()),
+        config,
+        tools,
+        Box::new(SequentialIds::starting_at(1)),
+    ) {
         Ok(s) => s,
         Err(_) => std::process::abort(),
     }
@@ -80,7 +90,11 @@ fn run(open: &Server<Arc<MemoryStore>>, jwt: &Server<Arc<MemoryStore>>, data: &[
             }
             headers.push(("MCP-Protocol-Version".into(), "2026-07-28".into()));
             for k in ["name", "taskId", "uri"] {
-                if let Some(n) = v.get("params").and_then(|p| p.get(k)).and_then(|n| n.as_str()) {
+                if let Some(n) = v
+                    .get("params")
+                    .and_then(|p| p.get(k))
+                    .and_then(|n| n.as_str())
+                {
                     headers.push(("Mcp-Name".into(), n.into()));
                 }
             }
@@ -91,12 +105,25 @@ fn run(open: &Server<Arc<MemoryStore>>, jwt: &Server<Arc<MemoryStore>>, data: &[
         6 => "GET",
         _ => "DELETE",
     };
-    let path = if selector & 2 == 2 { "/.well-known/oauth-protected-resource/mcp" } else { "/mcp" };
+    let path = if selector & 2 == 2 {
+        "/.well-known/oauth-protected-resource/mcp"
+    } else {
+        "/mcp"
+    };
     let server = if selector & 4 == 4 { jwt } else { open };
     let now = T0 + i64::from(selector & 0x18) * 10_000;
-    let req = HttpRequest { method, path, headers: &headers, body };
+    let headers = mcp_tasks_edge::http::header_refs(&headers);
+    let req = HttpRequest {
+        method,
+        path,
+        headers: &headers,
+        body,
+    };
     let resp = block_on(handle(server, &req, now));
-    assert!(resp.status != 500 || resp.trace.error == Some(-32603), "a 500 for input");
+    assert!(
+        resp.status != 500 || resp.trace.error == Some(-32603),
+        "a 500 for input"
+    );
     if let HttpBody::Events(mut stream) = resp.body {
         for _ in 0..4 {
             match block_on(stream.next(server, now)) {

@@ -126,7 +126,7 @@ fn call(
     let req = HttpRequest {
         method: "POST",
         path: "/mcp",
-        headers: &headers,
+        headers: &mcp_tasks_edge::http::header_refs(&headers),
         body: &body,
     };
     block_on(handle(s, &req, T0 + LATER.with(|l| l.get())))
@@ -293,7 +293,7 @@ fn every_token_defect_is_refused_with_401() {
         &HttpRequest {
             method: "POST",
             path: "/mcp",
-            headers: &headers,
+            headers: &mcp_tasks_edge::http::header_refs(&headers),
             body: &body,
         },
         T0,
@@ -598,7 +598,7 @@ fn cross_tenant_probe_matrix() {
                 &HttpRequest {
                     method: "POST",
                     path: "/mcp",
-                    headers: &headers,
+                    headers: &mcp_tasks_edge::http::header_refs(&headers),
                     body: &body,
                 },
                 T0 + ttl,

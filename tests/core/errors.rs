@@ -443,10 +443,11 @@ fn a_server_without_auth_serves_nothing() {
         .map(|(a, b)| (a.to_owned(), b))
         .collect();
     let body = serde_json::to_vec(&msg).unwrap();
+    let refs = mcp_tasks_edge::http::header_refs(&headers);
     let req = HttpRequest {
         method: "POST",
         path: "/mcp",
-        headers: &headers,
+        headers: &refs,
         body: &body,
     };
     let mut cfg = crate::support::config();
@@ -485,6 +486,7 @@ fn a_server_without_auth_serves_nothing() {
     ] {
         let mut with_host = headers.clone();
         with_host.push(("Host".into(), host.into()));
+        let with_host = mcp_tasks_edge::http::header_refs(&with_host);
         let req = HttpRequest {
             headers: &with_host,
             ..req
@@ -499,6 +501,7 @@ fn a_server_without_auth_serves_nothing() {
     let mut twice = headers.clone();
     twice.push(("Host".into(), "localhost".into()));
     twice.push(("Host".into(), "evil.example".into()));
+    let twice = mcp_tasks_edge::http::header_refs(&twice);
     let req = HttpRequest {
         headers: &twice,
         ..req
@@ -513,30 +516,25 @@ fn a_server_without_auth_serves_nothing() {
 fn the_head_alone_refuses_what_it_can() {
     use mcp_tasks_edge::auth::Auth;
     use mcp_tasks_edge::http::check_head;
-    let h = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
-    };
+    let h = |pairs: &[(&'static str, &'static str)]| pairs.to_vec();
     let mut cfg = crate::support::config();
     cfg.auth = Auth::InsecureLocal(crate::support::owner("local", "dev"));
     let local = h(&[("host", "127.0.0.1:8788")]);
-    let status =
-        |cfg: &mcp_tasks_edge::config::Config, m: &str, p: &str, hs: &[(String, String)]| {
-            check_head(cfg, m, p, hs).map(|r| r.status)
-        };
+    let status = |cfg: &mcp_tasks_edge::config::Config, m: &str, p: &str, hs: &[(&str, &str)]| {
+        check_head(cfg, m, p, hs).map(|r| r.status)
+    };
     assert_eq!(status(&cfg, "POST", "/mcp", &local), None);
     assert_eq!(status(&cfg, "POST", "/other", &local), Some(404));
     assert_eq!(status(&cfg, "PUT", "/mcp", &local), Some(405));
     let mut big = local.clone();
-    big.push(("content-length".into(), "104857600".into()));
+    big.push(("content-length", "104857600"));
     assert_eq!(status(&cfg, "POST", "/mcp", &big), Some(413));
     let mut at_limit = local.clone();
-    at_limit.push(("content-length".into(), cfg.max_body_bytes.to_string()));
+    let limit = cfg.max_body_bytes.to_string();
+    at_limit.push(("content-length", &limit));
     assert_eq!(status(&cfg, "POST", "/mcp", &at_limit), None);
     let mut browser = local.clone();
-    browser.push(("origin".into(), "https://evil.example".into()));
+    browser.push(("origin", "https://evil.example"));
     assert_eq!(status(&cfg, "POST", "/mcp", &browser), Some(403));
     assert_eq!(
         status(&cfg, "POST", "/mcp", &h(&[("host", "evil.example")])),

@@ -25,7 +25,7 @@ fn send(s: &Server<Counted>, now: i64, method: &str, params: Value) -> Value {
     let req = HttpRequest {
         method: "POST",
         path: "/mcp",
-        headers: &headers,
+        headers: &mcp_tasks_edge::http::header_refs(&headers),
         body: &body,
     };
     let r = block_on(serve(

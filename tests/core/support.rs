@@ -123,14 +123,10 @@ impl Harness {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> HttpResponse {
-        let headers: Vec<(String, String)> = headers
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
         let req = HttpRequest {
             method,
             path,
-            headers: &headers,
+            headers,
             body,
         };
         block_on(http::serve(&self.server, &req, &self.ctx()))

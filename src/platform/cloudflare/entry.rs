@@ -50,7 +50,8 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         started,
         ..RequestLog::default()
     };
-    let headers: Vec<(String, String)> = req.headers().entries().collect();
+    let owned: Vec<(String, String)> = req.headers().entries().collect();
+    let headers = http::header_refs(&owned);
     // Refusals the head decides (path, method, Origin, Content-Length,
     // Host, credentials) come before a byte of the body is read.
     if let Some(refused) = http::check_head(&settings.config, method, &path, &headers) {

@@ -29,11 +29,10 @@ impl<A: App> Guest for Component<A> {
 
 /// The request's header fields from the `name:value` lines the host
 /// passes; a line without a `:` is not a field and is left out.
-fn header_pairs(block: &str) -> Vec<(String, String)> {
+fn header_pairs(block: &str) -> Vec<(&str, &str)> {
     block
         .split_terminator('\n')
         .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.to_owned(), value.to_owned()))
         .collect()
 }
 

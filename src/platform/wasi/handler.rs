@@ -65,6 +65,7 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
     }
     // Refusals the head decides (path, method, Origin, Content-Length,
     // Host, credentials) come before a byte of the body is read.
+    let headers = http::header_refs(&headers);
     if let Some(refused) = http::check_head(server.config(), &method, &path, &headers) {
         drop(request);
         super::log_detail(&refused);
