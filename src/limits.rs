@@ -127,8 +127,9 @@ fn string_end(body: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// The first `"` or `\` at or after `i`.
-fn quote_or_backslash(body: &[u8], mut i: usize) -> Option<usize> {
+/// The first `"` or `\` at or after `i`, looked for eight bytes at a time
+/// (the shape check and [`crate::protocol::meta::split_meta`] share it).
+pub(crate) fn quote_or_backslash(body: &[u8], mut i: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     const QUOTES: u64 = ONES * b'"' as u64;
@@ -312,5 +313,21 @@ mod tests {
             "long string"
         );
         assert_eq!(check_shape(br#"["a\\",[[1]]]"#, &small()), Ok(()));
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time search finds what a byte loop finds.
+        #[test]
+        fn quote_or_backslash_is_the_first(
+            b in proptest::collection::vec(proptest::prop_oneof![
+                1 => proptest::prelude::Just(b'"'),
+                1 => proptest::prelude::Just(b'\\'),
+                30 => proptest::prelude::any::<u8>(),
+            ], 0..40),
+            from in 0usize..41,
+        ) {
+            let naive = b.get(from..).and_then(|t| t.iter().position(|&c| c == b'"' || c == b'\\')).map(|k| from + k);
+            proptest::prop_assert_eq!(quote_or_backslash(&b, from), naive);
+        }
     }
 }

@@ -119,36 +119,13 @@ fn string_end(b: &[u8], i: usize) -> Option<(usize, bool)> {
     let mut escaped = false;
     let mut j = i + 1;
     loop {
-        j = quote_or_backslash(b, j)?;
+        j = crate::limits::quote_or_backslash(b, j)?;
         if b.get(j)? == &b'"' {
             return Some((j + 1, escaped));
         }
         escaped = true;
         j += 2;
     }
-}
-
-/// The first `"` or `\` at or after `j`, looked for eight bytes at a time
-/// (most of a request's params are the text of strings).
-fn quote_or_backslash(b: &[u8], mut j: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte of `x ^ (ONES * c)` is zero where `x` holds `c`; the lowest
-    // byte flagged by `(v - ONES) & !v & HIGH` is the first zero byte (a
-    // borrow only flags bytes above a real zero).
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    while let Some(Ok(chunk)) = b.get(j..j + 8).map(<[u8; 8]>::try_from) {
-        let x = u64::from_le_bytes(chunk);
-        let hit = zero(x ^ (ONES * u64::from(b'"'))) | zero(x ^ (ONES * u64::from(b'\\')));
-        if hit != 0 {
-            return Some(j + (hit.trailing_zeros() / 8) as usize);
-        }
-        j += 8;
-    }
-    b.get(j..)?
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\')
-        .map(|k| j + k)
 }
 
 /// One past the end of the JSON value that starts at `i`.
@@ -320,20 +297,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The word-at-a-time search finds what a byte loop finds.
-        #[test]
-        fn quote_or_backslash_is_the_first(
-            b in proptest::collection::vec(proptest::prop_oneof![
-                1 => proptest::prelude::Just(b'"'),
-                1 => proptest::prelude::Just(b'\\'),
-                30 => proptest::prelude::any::<u8>(),
-            ], 0..40),
-            from in 0usize..41,
-        ) {
-            let naive = b.get(from..).and_then(|t| t.iter().position(|&c| c == b'"' || c == b'\\')).map(|k| from + k);
-            proptest::prop_assert_eq!(quote_or_backslash(&b, from), naive);
-        }
-
         /// On any object serde_json writes, compact or pretty, the split
         /// is taken and agrees with serde: `_meta`'s value, and the object
         /// without it.
