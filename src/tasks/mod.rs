@@ -6,6 +6,7 @@
 //! version, so concurrent clients and runners never overwrite each other.
 
 mod error;
+mod head;
 pub mod input;
 pub mod quarantine;
 pub mod quota;
@@ -95,7 +96,17 @@ impl<'a> StoredView<'a> {
         let mut lines = body.splitn(3, '\n');
         let (head, second, record) = (lines.next()?, lines.next()?, lines.next());
         if record.is_some() {
-            let h: StoredHead<'_> = crate::json::from_str(head).ok()?;
+            let h = match head::exact(head) {
+                Some(h) => StoredHead {
+                    owner: OwnerRef {
+                        tenant: Cow::Borrowed(h.tenant),
+                        principal: Cow::Borrowed(h.principal),
+                    },
+                    expires_at: h.expires_at,
+                    status: h.status,
+                },
+                None => crate::json::from_str(head).ok()?,
+            };
             // Written by `encode` as one object; a line that is not one is
             // never served (the record is read instead).
             let object = second.starts_with('{') && second.ends_with('}');
