@@ -5,7 +5,6 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::auth::SignatureVerifier;
@@ -18,7 +17,8 @@ use crate::outbound::{NoOutbound, Outbound};
 use crate::owner::Owner;
 use crate::prompts::{PromptPlan, PromptRound};
 use crate::protocol::jsonrpc::{
-    Id, close_with_members, error_bytes, notification_bytes, parse_message, result_bytes,
+    EnvelopeError, Id, Message, close_with_members, error_bytes, notification_bytes, parse_message,
+    result_bytes,
 };
 use crate::protocol::meta::{ClientCapabilities, MetaOnly, RawMeta};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
@@ -494,7 +494,19 @@ impl<S: Store> Server<S> {
         ctx: &RequestContext,
         trace: &mut Trace,
     ) -> Reply {
-        let msg = match parse_message(body) {
+        self.handle_parsed(parse_message(body), mirror, ctx, trace)
+            .await
+    }
+
+    /// [`Server::handle`] for a message whose envelope has been read.
+    pub(crate) async fn handle_parsed(
+        &self,
+        parsed: Result<Message<'_>, EnvelopeError>,
+        mirror: &Mirror<'_>,
+        ctx: &RequestContext,
+        trace: &mut Trace,
+    ) -> Reply {
+        let msg = match parsed {
             Ok(m) => m,
             Err(e) => {
                 trace.error = Some(e.error.code);
@@ -524,7 +536,7 @@ impl<S: Store> Server<S> {
         &self,
         id: &Id,
         method_name: &str,
-        params: Option<&RawValue>,
+        params: Option<&str>,
         mirror: &Mirror<'_>,
         ctx: &RequestContext,
         trace: &mut Trace,
@@ -532,7 +544,7 @@ impl<S: Store> Server<S> {
         let method = Method::from_name(method_name)
             .ok_or_else(|| RpcError::method_not_found(method_name))?;
         trace.method = Some(method.name());
-        let raw = params.map_or("{}", RawValue::get);
+        let raw = params.unwrap_or("{}");
         let split = crate::protocol::meta::split_meta(raw);
         let meta = split.as_ref().map(|s| s.meta);
         let caps = self.negotiate(raw, meta, mirror)?;

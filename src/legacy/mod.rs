@@ -234,7 +234,7 @@ pub async fn serve<S: Store>(
         // notifications/initialized, notifications/cancelled, ...
         return accepted();
     };
-    let raw = msg.params.map_or("{}", RawValue::get);
+    let raw = msg.params.unwrap_or("{}");
     let mut trace = Trace::default();
     let answer = match dispatch(server, &lc, &id, &msg.method, raw, &mut trace).await {
         Ok(a) => a,

@@ -9,6 +9,8 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+use super::scan::Members;
+
 use super::error::RpcError;
 
 /// A request id: a string or an integer, never null.
@@ -22,8 +24,9 @@ pub enum Id {
 
 impl Id {
     /// Reads an id from raw JSON; `None` for null, floats, objects and the like.
-    fn from_raw(raw: &RawValue) -> Option<Id> {
-        match crate::json::from_str::<serde_json::Value>(raw.get()).ok()? {
+    /// The id whose JSON text is `raw`.
+    fn from_raw(raw: &str) -> Option<Id> {
+        match crate::json::from_str::<serde_json::Value>(raw).ok()? {
             serde_json::Value::String(s) => Some(Id::Str(s)),
             serde_json::Value::Number(n) => {
                 n.as_i64().map(Id::Int).or_else(|| n.as_u64().map(Id::Uint))
@@ -67,14 +70,27 @@ struct RawEnvelope<'a> {
     error: Option<&'a RawValue>,
 }
 
+impl<'a> RawEnvelope<'a> {
+    fn members(self) -> Members<'a> {
+        Members {
+            jsonrpc: self.jsonrpc.map(RawValue::get),
+            id: self.id.map(RawValue::get),
+            method: self.method.map(RawValue::get),
+            params: self.params.map(RawValue::get),
+            result: self.result.map(RawValue::get),
+            error: self.error.map(RawValue::get),
+        }
+    }
+}
+
 /// One well-formed incoming message.
 #[derive(Debug)]
 pub struct Message<'a> {
     /// `None` for a notification.
     pub id: Option<Id>,
     pub method: String,
-    /// Raw `params`, `None` when absent.
-    pub params: Option<&'a RawValue>,
+    /// The JSON text of `params`, `None` when absent.
+    pub params: Option<&'a str>,
 }
 
 /// Why phase one refused a message, with the id when it could be recovered.
@@ -99,10 +115,22 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
     if text.trim_start().as_bytes().first() != Some(&b'{') {
         return Err(classify_unparsable(text));
     }
-    let env: RawEnvelope<'_> = match crate::json::from_str(text) {
-        Ok(env) => env,
-        Err(_) => return Err(classify_unparsable(text)),
+    // One pass where it can be sure (nearly every message); serde where
+    // it cannot, which reads the same members or refuses the text.
+    let env = match super::scan::members(text) {
+        Some(members) => members,
+        None => match crate::json::from_str::<RawEnvelope<'_>>(text) {
+            Ok(env) => env.members(),
+            Err(_) => return Err(classify_unparsable(text)),
+        },
     };
+    message_of(env)
+}
+
+/// The rest of phase one, for a JSON object whose members have been read
+/// (by [`parse_message`], or by `scan::members_within` with the shape
+/// check).
+pub(crate) fn message_of(env: Members<'_>) -> Result<Message<'_>, EnvelopeError> {
     let id = match env.id {
         None => None,
         Some(raw) => match Id::from_raw(raw) {
@@ -119,21 +147,21 @@ pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
         id: id.clone(),
         error: RpcError::invalid_request(msg),
     };
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+    if env.jsonrpc != Some("\"2.0\"") {
         return Err(invalid("The jsonrpc member must be \"2.0\"."));
     }
     if env.result.is_some() || env.error.is_some() {
         return Err(invalid("Clients must not send responses to the server."));
     }
     let method = match env.method {
-        Some(raw) => match crate::json::from_str::<String>(raw.get()) {
+        Some(raw) => match crate::json::from_str::<String>(raw) {
             Ok(m) => m,
             Err(_) => return Err(invalid("The method member must be a string.")),
         },
         None => return Err(invalid("The method member is missing.")),
     };
     if let Some(p) = env.params {
-        let first = p.get().as_bytes().first().copied();
+        let first = p.as_bytes().first().copied();
         if first != Some(b'{') {
             return Err(invalid("The params member must be an object."));
         }
@@ -179,7 +207,7 @@ fn recover_id(body: &str) -> Option<Id> {
         id: Option<&'a RawValue>,
     }
     let v: OnlyId<'_> = crate::json::from_str(body).ok()?;
-    v.id.and_then(Id::from_raw)
+    v.id.map(RawValue::get).and_then(Id::from_raw)
 }
 
 #[derive(Serialize)]
@@ -277,7 +305,7 @@ mod tests {
         .unwrap();
         assert_eq!(m.id, Some(Id::Int(7)));
         assert_eq!(m.method, "tools/list");
-        assert_eq!(m.params.map(RawValue::get), Some(r#"{"_meta":{}}"#));
+        assert_eq!(m.params, Some(r#"{"_meta":{}}"#));
         let n = parse_message(br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#).unwrap();
         assert_eq!(n.id, None);
         let s = parse_message(br#"{"jsonrpc":"2.0","id":"a","method":"x"}"#).unwrap();
@@ -352,7 +380,7 @@ mod tests {
         );
         match parse_message(deep.as_bytes()) {
             Ok(m) => {
-                let typed = crate::json::from_str::<serde_json::Value>(m.params.unwrap().get());
+                let typed = crate::json::from_str::<serde_json::Value>(m.params.unwrap());
                 assert!(typed.is_err(), "the recursion limit must stop deep params");
             }
             Err(e) => assert_eq!(e.error.code, ErrorCode::INVALID_REQUEST),
@@ -363,7 +391,7 @@ mod tests {
         // A number no float can hold stays raw in phase one; phase two refuses it.
         let m = parse_message(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":1e999}}"#)
             .unwrap();
-        assert!(crate::json::from_str::<serde_json::Value>(m.params.unwrap().get()).is_err());
+        assert!(crate::json::from_str::<serde_json::Value>(m.params.unwrap()).is_err());
         let big =
             parse_message(br#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#).unwrap();
         assert_eq!(big.id, Some(Id::Uint(u64::MAX)));

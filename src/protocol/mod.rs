@@ -6,6 +6,7 @@ pub mod content;
 pub mod error;
 pub mod jsonrpc;
 pub mod meta;
+pub(crate) mod scan;
 pub mod tasks;
 pub mod tools;
 

@@ -10,7 +10,7 @@ impl<A: App> Guest for Component<A> {
     fn handle(request: Request) -> Option<Response> {
         let response = with_server::<A, _>(|server| match server {
             Ok(server) => {
-                let headers = header_pairs(&request.headers);
+                let headers = http::header_block(&request.headers);
                 let req = HttpRequest {
                     method: &request.method,
                     path: &request.path,
@@ -25,15 +25,6 @@ impl<A: App> Guest for Component<A> {
         });
         into_response(response)
     }
-}
-
-/// The request's header fields from the `name:value` lines the host
-/// passes; a line without a `:` is not a field and is left out.
-fn header_pairs(block: &str) -> Vec<(&str, &str)> {
-    block
-        .split_terminator('\n')
-        .filter_map(|line| line.split_once(':'))
-        .collect()
 }
 
 fn into_response(response: HttpResponse) -> Option<Response> {
