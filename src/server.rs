@@ -513,40 +513,46 @@ impl<S: Store> Server<S> {
                 return Reply::error(e.id.as_ref(), &e.error);
             }
         };
-        let Some(id) = msg.id else {
+        let Some(id) = &msg.id else {
             // Notifications never get a response. `notifications/cancelled`
             // has nothing to cancel here (tasks use tasks/cancel).
             return Reply::Accepted;
         };
-        match self
-            .request(&id, &msg.method, msg.params, mirror, ctx, trace)
-            .await
-        {
+        match self.request(id, &msg, mirror, ctx, trace).await {
             Ok(Outcome::Json(body)) => Reply::Json { status: 200, body },
             Ok(Outcome::Listen(sub)) => Reply::Listen(sub),
             Ok(Outcome::Frames(frames)) => Reply::Frames(frames),
             Err(e) => {
                 trace.error = Some(e.code);
-                Reply::error(Some(&id), &e)
+                Reply::error(Some(id), &e)
             }
         }
     }
 
+    /// The request `msg`, whose id is `id`.
     async fn request(
         &self,
         id: &Id,
-        method_name: &str,
-        params: Option<&str>,
+        msg: &Message<'_>,
         mirror: &Mirror<'_>,
         ctx: &RequestContext,
         trace: &mut Trace,
     ) -> Result<Outcome, RpcError> {
+        let method_name = msg.method.as_str();
         let method = Method::from_name(method_name)
             .ok_or_else(|| RpcError::method_not_found(method_name))?;
         trace.method = Some(method.name());
-        let raw = params.unwrap_or("{}");
-        let split = crate::protocol::meta::split_meta(raw);
-        let meta = split.as_ref().map(|s| s.meta);
+        let raw = msg.params.unwrap_or("{}");
+        // Split while the envelope was read, or now.
+        let later;
+        let split = match &msg.split {
+            Some(split) => Some(split),
+            None => {
+                later = crate::protocol::meta::split_meta(raw);
+                later.as_ref()
+            }
+        };
+        let meta = split.map(|s| s.meta);
         let caps = self.negotiate(raw, meta, mirror)?;
         mirror.check("Mcp-Method", mirror.method, method_name, true)?;
         if method.is_task_method() && !caps.has_tasks() {
@@ -556,7 +562,7 @@ impl<S: Store> Server<S> {
             id,
             method: method_name,
             raw,
-            rest: split.as_ref().map_or(raw, |s| &s.rest),
+            rest: split.map_or(raw, |s| &s.rest),
             meta,
             caps: &caps,
             mirror,

@@ -79,6 +79,7 @@ impl<'a> RawEnvelope<'a> {
             params: self.params.map(RawValue::get),
             result: self.result.map(RawValue::get),
             error: self.error.map(RawValue::get),
+            split: None,
         }
     }
 }
@@ -91,6 +92,10 @@ pub struct Message<'a> {
     pub method: String,
     /// The JSON text of `params`, `None` when absent.
     pub params: Option<&'a str>,
+    /// `params` split at its `_meta` member (see
+    /// [`super::meta::split_meta`]), when the reading of the envelope
+    /// could do it in the same pass; `None` otherwise.
+    pub split: Option<super::meta::Split<'a>>,
 }
 
 /// Why phase one refused a message, with the id when it could be recovered.
@@ -170,6 +175,7 @@ pub(crate) fn message_of(env: Members<'_>) -> Result<Message<'_>, EnvelopeError>
         id,
         method,
         params: env.params,
+        split: env.split,
     })
 }
 
