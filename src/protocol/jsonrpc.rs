@@ -55,7 +55,7 @@ where
 /// Every member is kept raw so that phase one never fails on a member's type:
 /// the checks below decide, and can still recover the id.
 #[derive(Deserialize)]
-struct RawEnvelope<'a> {
+pub(super) struct RawEnvelope<'a> {
     #[serde(borrow, default, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
@@ -71,7 +71,8 @@ struct RawEnvelope<'a> {
 }
 
 impl<'a> RawEnvelope<'a> {
-    fn members(self) -> Members<'a> {
+    /// The members as `scan::members` gives them (without the split).
+    pub(super) fn members(self) -> Members<'a> {
         Members {
             jsonrpc: self.jsonrpc.map(RawValue::get),
             id: self.id.map(RawValue::get),

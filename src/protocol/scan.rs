@@ -398,50 +398,21 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde::Deserialize;
-    use serde_json::value::RawValue;
     use serde_json::{Value, json};
 
-    /// What serde reads of the same text: the envelope's six members raw
-    /// (`null` included), as `jsonrpc::parse_message` asks serde for them.
-    #[derive(Deserialize)]
-    struct BySerde<'a> {
-        #[serde(borrow, default, deserialize_with = "present")]
-        jsonrpc: Option<&'a RawValue>,
-        #[serde(borrow, default, deserialize_with = "present")]
-        id: Option<&'a RawValue>,
-        #[serde(borrow, default, deserialize_with = "present")]
-        method: Option<&'a RawValue>,
-        #[serde(borrow, default, deserialize_with = "present")]
-        params: Option<&'a RawValue>,
-        #[serde(borrow, default, deserialize_with = "present")]
-        result: Option<&'a RawValue>,
-        #[serde(borrow, default, deserialize_with = "present")]
-        error: Option<&'a RawValue>,
-    }
-
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-        <&RawValue>::deserialize(d).map(Some)
-    }
-
+    /// What serde reads of the same text, as `jsonrpc::parse_message`
+    /// asks it, and `split_meta`'s split of the params.
     fn by_serde(text: &str) -> Option<Members<'_>> {
         if text.trim_start().as_bytes().first() != Some(&b'{') {
             return None;
         }
-        let m: BySerde<'_> = serde_json::from_str(text).ok()?;
-        Some(Members {
-            jsonrpc: m.jsonrpc.map(RawValue::get),
-            id: m.id.map(RawValue::get),
-            method: m.method.map(RawValue::get),
-            params: m.params.map(RawValue::get),
-            result: m.result.map(RawValue::get),
-            error: m.error.map(RawValue::get),
-            split: m
-                .params
-                .map(RawValue::get)
-                .filter(|p| p.starts_with('{'))
-                .and_then(crate::protocol::meta::split_meta),
-        })
+        let env: super::super::jsonrpc::RawEnvelope<'_> = serde_json::from_str(text).ok()?;
+        let mut m = env.members();
+        m.split = m
+            .params
+            .filter(|p| p.starts_with('{'))
+            .and_then(crate::protocol::meta::split_meta);
+        Some(m)
     }
 
     #[test]
