@@ -52,13 +52,14 @@ fn plain_string(s: &str) -> Option<(&str, &str)> {
 }
 
 /// A JSON integer at the start of `s` that fits an `i64`, and what follows
-/// it; `None` for a leading zero, a fraction or an exponent (JSON or serde
-/// would read those differently, or not at all).
+/// it; `None` for a leading zero, `-0` (a float to serde_json), a fraction
+/// or an exponent (JSON or serde would read those differently, or not at
+/// all).
 fn integer(s: &str) -> Option<(Millis, &str)> {
     let digits = s.strip_prefix('-').unwrap_or(s);
     let sign = s.len() - digits.len();
     let len = digits.bytes().take_while(u8::is_ascii_digit).count();
-    if len == 0 || (len > 1 && digits.starts_with('0')) {
+    if len == 0 || (digits.starts_with('0') && (len > 1 || sign > 0)) {
         return None;
     }
     let (number, rest) = s.split_at_checked(sign + len)?;
@@ -134,6 +135,7 @@ mod tests {
             line.replace(r#""expires_at":5"#, r#""expires_at":5.0"#),
             line.replace(r#""expires_at":5"#, r#""expires_at":5e0"#),
             line.replace(r#""expires_at":5"#, r#""expires_at":-"#),
+            line.replace(r#""expires_at":5"#, r#""expires_at":-0"#),
             line.replace(r#""expires_at":5"#, r#""expires_at":99999999999999999999"#),
             line.replace("working", "sleeping"),
             line.replace("working", "Working"),
