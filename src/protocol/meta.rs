@@ -52,7 +52,7 @@ pub fn split_meta(params: &str) -> Option<Split<'_>> {
     // The end of the previous member's value, and the `_meta` value's span
     // with the span to cut out of the object (the member and one comma).
     let mut prev_end = None;
-    let mut found: Option<((usize, usize), (usize, usize))> = None;
+    let mut found = None;
     loop {
         i = skip_ws(b, i);
         match b.get(i)? {
@@ -77,12 +77,13 @@ pub fn split_meta(params: &str) -> Option<Split<'_>> {
             if found.is_some() {
                 return None;
             }
-            let cut = match (next, prev_end) {
-                (b',', _) => (key_start, i + 1),
-                (_, Some(prev)) => (prev, value_end),
-                (_, None) => (key_start, value_end),
-            };
-            found = Some(((value_start, value_end), cut));
+            let comma = (next == b',').then_some(i);
+            found = Some(MetaAt::new(
+                key_start,
+                (value_start, value_end),
+                comma,
+                prev_end,
+            ));
         }
         prev_end = Some(value_end);
         match next {
@@ -94,14 +95,53 @@ pub fn split_meta(params: &str) -> Option<Split<'_>> {
     if skip_ws(b, i + 1) != b.len() {
         return None;
     }
-    Some(match found {
+    split_at(params, 0, params.len(), found)
+}
+
+/// Where `_meta` is in a params object, as byte offsets into the text the
+/// object is part of: its value, and the span to cut out of the object
+/// (the member and one comma next to it).
+pub(crate) struct MetaAt {
+    value: (usize, usize),
+    cut: (usize, usize),
+}
+
+impl MetaAt {
+    /// The member whose name's opening quote is at `name_start` and whose
+    /// value spans `value`; `comma` is where the comma after it is, if one
+    /// follows, and `prev_end` where the member before it ends, if any.
+    pub(crate) fn new(
+        name_start: usize,
+        value: (usize, usize),
+        comma: Option<usize>,
+        prev_end: Option<usize>,
+    ) -> MetaAt {
+        let cut = match (comma, prev_end) {
+            (Some(comma), _) => (name_start, comma + 1),
+            (None, Some(prev)) => (prev, value.1),
+            (None, None) => (name_start, value.1),
+        };
+        MetaAt { value, cut }
+    }
+}
+
+/// The params object `text[start..end]` split at `meta` (its `_meta`
+/// member, if it has one).
+pub(crate) fn split_at(
+    text: &str,
+    start: usize,
+    end: usize,
+    meta: Option<MetaAt>,
+) -> Option<Split<'_>> {
+    let params = text.get(start..end)?;
+    Some(match meta {
         None => Split {
             meta: None,
             rest: Cow::Borrowed(params),
         },
-        Some(((start, end), (cut_start, cut_end))) => Split {
-            meta: Some(params.get(start..end)?),
-            rest: Cow::Owned([params.get(..cut_start)?, params.get(cut_end..)?].concat()),
+        Some(MetaAt { value, cut }) => Split {
+            meta: Some(text.get(value.0..value.1)?),
+            rest: Cow::Owned([text.get(start..cut.0)?, text.get(cut.1..end)?].concat()),
         },
     })
 }

@@ -12,9 +12,7 @@
 //! what a message means, and the error a bad one gets, never depend on
 //! which of the two read it.
 
-use std::borrow::Cow;
-
-use super::meta::Split;
+use super::meta::{MetaAt, Split, split_at};
 use crate::limits::{bytes_below, bytes_equal, first_flagged};
 
 /// The text of each known member's value, as serde_json's `RawValue`
@@ -103,7 +101,7 @@ fn scan(
             };
             let value = text.get(start..s.i)?;
             if name == "params" && value.starts_with('{') {
-                found.split = Some(split(text, start, s.i, cut)?);
+                found.split = Some(split_at(text, start, s.i, cut)?);
             }
             let slot = match name {
                 "jsonrpc" => Some(&mut found.jsonrpc),
@@ -131,28 +129,6 @@ fn scan(
     }
     s.ws();
     (s.i == s.b.len()).then_some(found)
-}
-
-/// Where `_meta` is in a params object: its value, and the span to cut out
-/// of the object (the member and one comma next to it).
-struct Cut {
-    value: (usize, usize),
-    cut: (usize, usize),
-}
-
-/// The params object `start..end` of `text` split at `cut`.
-fn split(text: &str, start: usize, end: usize, cut: Option<Cut>) -> Option<Split<'_>> {
-    let params = text.get(start..end)?;
-    Some(match cut {
-        None => Split {
-            meta: None,
-            rest: Cow::Borrowed(params),
-        },
-        Some(Cut { value, cut }) => Split {
-            meta: Some(text.get(value.0..value.1)?),
-            rest: Cow::Owned([text.get(start..cut.0)?, text.get(cut.1..end)?].concat()),
-        },
-    })
 }
 
 struct Scanner<'a> {
@@ -214,13 +190,13 @@ impl Scanner<'_> {
         }
     }
 
-    /// The rest of an object whose `{` has been read.
     /// One more member after a comma: `None` past the limit.
     fn count(&self, count: &mut usize) -> Option<()> {
         *count += 1;
         (*count <= self.max_members).then_some(())
     }
 
+    /// The rest of an object whose `{` has been read.
     fn object(&mut self, depth: usize) -> Option<()> {
         self.ws();
         if self.eat_if(b'}') {
@@ -247,7 +223,7 @@ impl Scanner<'_> {
     /// The rest of the `params` object, whose `{` has been read, noting
     /// its `_meta` member. `None` (ask serde) where `split_meta` would not
     /// split: a member name with an escape, or `_meta` twice.
-    fn params(&mut self, depth: usize) -> Option<Option<Cut>> {
+    fn params(&mut self, depth: usize) -> Option<Option<MetaAt>> {
         self.ws();
         if self.eat_if(b'}') {
             return Some(None);
@@ -272,15 +248,13 @@ impl Scanner<'_> {
                 if found.is_some() {
                     return None;
                 }
-                let cut = match (next, prev_end) {
-                    (b',', _) => (name_start, self.i + 1),
-                    (_, Some(prev)) => (prev, value_end),
-                    (_, None) => (name_start, value_end),
-                };
-                found = Some(Cut {
-                    value: (value_start, value_end),
-                    cut,
-                });
+                let comma = (next == b',').then_some(self.i);
+                found = Some(MetaAt::new(
+                    name_start,
+                    (value_start, value_end),
+                    comma,
+                    prev_end,
+                ));
             }
             prev_end = Some(value_end);
             if self.eat_if(b'}') {
