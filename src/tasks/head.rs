@@ -6,20 +6,15 @@
 //! else (a string with an escape, spaces, another member order, a number
 //! serde would refuse) is left to serde, so what is read never differs.
 
+use std::borrow::Cow;
+
+use super::{OwnerRef, StoredHead};
 use crate::protocol::tasks::TaskStatus;
 use crate::time::Millis;
 
-/// The head's fields, borrowed from the line.
-pub(super) struct Head<'a> {
-    pub tenant: &'a str,
-    pub principal: &'a str,
-    pub expires_at: Millis,
-    pub status: TaskStatus,
-}
-
-/// The head, if `line` is exactly in the encoder's form; `None` otherwise
-/// (serde then reads it).
-pub(super) fn exact(line: &str) -> Option<Head<'_>> {
+/// The head, borrowed from `line`, if `line` is exactly in the encoder's
+/// form; `None` otherwise (serde then reads it).
+pub(super) fn exact(line: &str) -> Option<StoredHead<'_>> {
     let rest = line.strip_prefix(r#"{"owner":{"tenant":""#)?;
     let (tenant, rest) = plain_string(rest)?;
     let rest = rest.strip_prefix(r#","principal":""#)?;
@@ -32,9 +27,11 @@ pub(super) fn exact(line: &str) -> Option<Head<'_>> {
         return None;
     }
     let status = TaskStatus::ALL.into_iter().find(|s| s.as_str() == status)?;
-    Some(Head {
-        tenant,
-        principal,
+    Some(StoredHead {
+        owner: OwnerRef {
+            tenant: Cow::Borrowed(tenant),
+            principal: Cow::Borrowed(principal),
+        },
         expires_at,
         status,
     })
@@ -71,25 +68,19 @@ fn integer(s: &str) -> Option<(Millis, &str)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{StoredHead, StoredHeadOut};
+    use super::super::StoredHeadOut;
     use super::*;
     use crate::owner::Owner;
 
     /// What serde reads of `line`, in the fast path's terms.
     fn by_serde(line: &str) -> Option<(String, String, Millis, TaskStatus)> {
-        let h: StoredHead<'_> = crate::json::from_str(line).ok()?;
-        Some((
-            h.owner.tenant.into_owned(),
-            h.owner.principal.into_owned(),
-            h.expires_at,
-            h.status,
-        ))
+        crate::json::from_str(line).ok().map(fields)
     }
 
-    fn fields(h: Head<'_>) -> (String, String, Millis, TaskStatus) {
+    fn fields(h: StoredHead<'_>) -> (String, String, Millis, TaskStatus) {
         (
-            h.tenant.to_owned(),
-            h.principal.to_owned(),
+            h.owner.tenant.into_owned(),
+            h.owner.principal.into_owned(),
             h.expires_at,
             h.status,
         )

@@ -96,15 +96,8 @@ impl<'a> StoredView<'a> {
         let mut lines = body.splitn(3, '\n');
         let (head, second, record) = (lines.next()?, lines.next()?, lines.next());
         if record.is_some() {
-            let h = match head::exact(head) {
-                Some(h) => StoredHead {
-                    owner: OwnerRef {
-                        tenant: Cow::Borrowed(h.tenant),
-                        principal: Cow::Borrowed(h.principal),
-                    },
-                    expires_at: h.expires_at,
-                    status: h.status,
-                },
+            let h: StoredHead<'_> = match head::exact(head) {
+                Some(h) => h,
                 None => crate::json::from_str(head).ok()?,
             };
             // Written by `encode` as one object; a line that is not one is
