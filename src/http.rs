@@ -807,6 +807,21 @@ mod tests {
         assert_eq!(m.name, HeaderValue::Invalid);
         assert_eq!(m.protocol_version, HeaderValue::Absent);
         assert_eq!(mirrored(&headers, "x"), HeaderValue::Invalid);
+        // Only spaces and tabs are optional whitespace: other white space
+        // (a vertical tab, a no-break space) is part of the value.
+        let ows = h(&[("mcp-method", " \ttools/list\t ")]);
+        assert_eq!(
+            mirrored(&ows, "mcp-method"),
+            HeaderValue::Present("tools/list")
+        );
+        for v in ["\u{b}tools/list", "tools/list\u{a0}", "\u{2003}tools/list"] {
+            let headers = vec![("mcp-method", v)];
+            assert_eq!(
+                mirrored(&headers, "mcp-method"),
+                HeaderValue::Invalid,
+                "{v:?}"
+            );
+        }
         // The one pass reads each header as `mirrored` reads it alone.
         let cases = [
             h(&[]),

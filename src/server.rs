@@ -153,7 +153,7 @@ impl Mirror<'_> {
 }
 
 /// A header that must appear at most once with a valid value: absent,
-/// present (trimmed of optional whitespace), or invalid (repeated with
+/// present (trimmed of spaces and tabs), or invalid (repeated with
 /// different values, or holding characters a header value may not contain).
 pub(crate) fn mirrored<'a>(headers: &'a [(&'a str, &'a str)], name: &str) -> HeaderValue<'a> {
     headers
@@ -166,7 +166,9 @@ impl<'a> HeaderValue<'a> {
     /// What a header is once one more of its values, `value`, has been
     /// seen: the first value if it is valid, invalid if a later one differs.
     fn and(self, value: &'a str) -> HeaderValue<'a> {
-        let value = value.trim();
+        // HTTP's optional whitespace around a field value is only space and
+        // tab (RFC 9110, section 5.5); anything else stays and is judged.
+        let value = value.trim_matches([' ', '\t']);
         match self {
             HeaderValue::Absent
                 if value

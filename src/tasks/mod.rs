@@ -254,6 +254,8 @@ pub async fn own_view<S: Store>(
     }
 }
 
+/// What [`Lookup`] `owner` gets for `id`, which the caller has checked with
+/// [`is_task_id`].
 async fn lookup_view<S: Store>(
     store: &S,
     id: &str,
@@ -261,7 +263,7 @@ async fn lookup_view<S: Store>(
     now: Millis,
     server_info: &Value,
 ) -> Result<Lookup, TaskError> {
-    let Some(entry) = read_task(store, id).await? else {
+    let Some(entry) = store.get(id).await.map_err(store_failed)? else {
         return Ok(Lookup::Hidden);
     };
     if let Some(v) = StoredView::of(&entry.body) {
