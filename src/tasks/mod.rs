@@ -7,6 +7,7 @@
 
 mod error;
 mod head;
+mod idle;
 pub mod input;
 pub mod quarantine;
 pub mod quota;

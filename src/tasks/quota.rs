@@ -22,6 +22,11 @@
 //!
 //! A record that cannot be read is refused loudly, never reset.
 //! With every limit off no record is kept and nothing is listed.
+//!
+//! Both records are written due when nothing in them is live any more (the
+//! last listed task or charged sum expired, the creation bucket full
+//! again), and the runner deletes them then ([`super::idle`]): an owner who
+//! goes away leaves no record behind.
 
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +147,25 @@ impl Outstanding {
             .retain(|id, _| tasks.contains_key(id) || finished.contains_key(id));
     }
 
+    /// When nothing in the record is live: every task listed and every sum
+    /// charged has expired, and the creation bucket (refilled at
+    /// `per_minute`; 0 when it is not known) is full again.
+    fn idle_at(&self, per_minute: u32) -> Millis {
+        let expiries = self.tasks.values().chain(self.finished.values());
+        let charged = self.charged.iter().map(|(exp, _)| exp);
+        let spilled = self.spilled.iter().map(|(_, exp)| exp);
+        let last = expiries.chain(charged).chain(spilled).copied().max();
+        let refilled = match (self.bucket, per_minute) {
+            (Some((tokens, at)), p) if p > 0 => {
+                let missing = (u64::from(p) * 1_000).saturating_sub(tokens);
+                let ms = missing.saturating_mul(60).div_ceil(u64::from(p));
+                Some(at.saturating_add(Millis::try_from(ms).unwrap_or(Millis::MAX)))
+            }
+            _ => None,
+        };
+        last.max(refilled).unwrap_or(Millis::MIN)
+    }
+
     fn stored_bytes(&self) -> u64 {
         let charged = self.charged.iter().map(|(_, b)| *b).sum::<u64>();
         self.bytes.values().sum::<u64>().saturating_add(charged)
@@ -203,6 +227,33 @@ impl Outstanding {
     }
 }
 
+impl Finished {
+    /// When the last listed task expires.
+    fn idle_at(&self) -> Millis {
+        self.tasks.values().copied().max().unwrap_or(Millis::MIN)
+    }
+}
+
+/// Whether `key` names a quota record or a finished list.
+pub fn is_key(key: &str) -> bool {
+    key.starts_with(PREFIX)
+}
+
+/// When the quota record or finished list under `key` holds nothing live
+/// (the creation bucket aside: the record was written due no earlier than
+/// it is full), or `None` when `body` cannot be decoded.
+pub(super) fn idle_at(key: &str, body: &str) -> Option<Millis> {
+    if key.len() == FINISHED_KEY_LEN && key.ends_with(FINISHED_SUFFIX) {
+        crate::json::from_str::<Finished>(body)
+            .ok()
+            .map(|f| f.idle_at())
+    } else {
+        crate::json::from_str::<Outstanding>(body)
+            .ok()
+            .map(|o| o.idle_at(0))
+    }
+}
+
 fn decode<T: serde::de::DeserializeOwned>(key: &str, body: &str) -> Result<T, TaskError> {
     crate::json::from_str::<T>(body).map_err(|_| TaskError::QuotaUnreadable(key.to_owned()))
 }
@@ -239,15 +290,20 @@ fn digest(owner: &Owner) -> String {
     b64url(&digest[..18])
 }
 
+const PREFIX: &str = "own_";
+const FINISHED_SUFFIX: &str = "_done";
+/// The prefix, 24 characters of digest, the suffix.
+const FINISHED_KEY_LEN: usize = PREFIX.len() + 24 + FINISHED_SUFFIX.len();
+
 /// The store key of `owner`'s quota record. It never looks like a task id.
 pub fn key(owner: &Owner) -> String {
-    format!("own_{}", digest(owner))
+    format!("{PREFIX}{}", digest(owner))
 }
 
 /// The store key of `owner`'s finished list. It never looks like a task
 /// id.
 pub fn finished_key(owner: &Owner) -> String {
-    format!("own_{}_done", digest(owner))
+    format!("{PREFIX}{}{FINISHED_SUFFIX}", digest(owner))
 }
 
 /// The task a create would add: its id, expiry and stored size.
@@ -333,7 +389,8 @@ pub async fn reserve<S: Store>(
                 if due {
                     settle(store, owner, &mut list, now).await?;
                     let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
-                    match store.put(&key, version, &body, None).await {
+                    let idle = list.idle_at(quota.max_per_minute);
+                    match store.put(&key, version, &body, Some(idle)).await {
                         Ok(_) | Err(StoreError::Conflict { .. }) => {}
                         Err(e) => return Err(store_failed(e)),
                     }
@@ -351,7 +408,8 @@ pub async fn reserve<S: Store>(
         list.bytes.insert(id.to_owned(), charge.bytes);
         settle(store, owner, &mut list, now).await?;
         let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
-        match store.put(&key, version, &body, None).await {
+        let idle = list.idle_at(quota.max_per_minute);
+        match store.put(&key, version, &body, Some(idle)).await {
             Ok(_) => return Ok(Reserved::Charged),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(store_failed(e)),
@@ -375,7 +433,13 @@ pub async fn release<S: Store>(store: &S, owner: &Owner, task_id: &str) -> Resul
         }
         list.bytes.remove(task_id);
         let body = serde_json::to_string(&list).map_err(|_| TaskError::Encoding)?;
-        match store.put(&key, Some(entry.version), &body, None).await {
+        // The bucket's refill is not known here: the record stays due no
+        // earlier than it was.
+        let idle = list.idle_at(0).max(entry.due_at.unwrap_or(Millis::MIN));
+        match store
+            .put(&key, Some(entry.version), &body, Some(idle))
+            .await
+        {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(store_failed(e)),
@@ -422,7 +486,7 @@ async fn settle<S: Store>(
             }
         }
         let body = serde_json::to_string(&done).map_err(|_| TaskError::Encoding)?;
-        match store.put(&key, version, &body, None).await {
+        match store.put(&key, version, &body, Some(done.idle_at())).await {
             Ok(_) => {
                 list.unlist_finished();
                 return Ok(());
@@ -554,6 +618,29 @@ mod tests {
             !new.contains("finished") && !new.contains("spilled"),
             "{new}"
         );
+    }
+
+    #[test]
+    fn a_record_is_idle_once_its_last_charge_expired_and_its_bucket_is_full() {
+        let mut o = Outstanding::default();
+        assert_eq!(o.idle_at(2), Millis::MIN, "empty");
+        o.tasks.insert("tsk_a".into(), 5_000);
+        o.charge_finished(7_000, 10);
+        assert_eq!(o.idle_at(0), 7_000);
+        // Two creates a minute, both taken at 1,000: full again at 61,000.
+        assert_eq!(o.take_token(2, 1_000), Ok(()));
+        assert_eq!(o.take_token(2, 1_000), Ok(()));
+        assert_eq!(o.idle_at(2), 61_000);
+        assert_eq!(o.idle_at(0), 7_000, "the refill rate not known");
+        let key = key(&Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        });
+        let body = serde_json::to_string(&o).unwrap();
+        assert_eq!(idle_at(&key, &body), Some(7_000));
+        let done = r#"{"tasks":{"tsk_a":3000,"tsk_b":4000}}"#;
+        assert_eq!(idle_at(&format!("{key}_done"), done), Some(4_000));
+        assert_eq!(idle_at(&key, "{not json"), None);
     }
 
     #[test]

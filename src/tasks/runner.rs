@@ -378,6 +378,15 @@ impl<'a, S: Store> Runner<'a, S> {
             }
             return;
         }
+        if super::idle::is_key(key) {
+            // A per-owner record comes due when it may hold nothing live.
+            match super::idle::lapse(self.store, key, now).await {
+                Ok(super::idle::Lapse::Deleted) => report.purged += 1,
+                Ok(_) => {}
+                Err(_) => report.errors += 1,
+            }
+            return;
+        }
         let claim = match self.claim(key, now).await {
             Ok(ClaimOutcome::Claimed(c)) => *c,
             Ok(ClaimOutcome::Purged) => return report.purged += 1,

@@ -4,7 +4,9 @@
 //! renews its lease while it runs and gives its slot back when it ends, and
 //! the slot of a stream whose client (or isolate) went away frees itself
 //! when its lease runs out. A record that cannot be read is refused
-//! loudly, never reset.
+//! loudly, never reset. The record is written due [`KEEP_MS`] after its
+//! last lease runs out, and the runner deletes it then
+//! ([`super::idle`]).
 
 use crate::sorted::SortedMap;
 
@@ -23,11 +25,37 @@ const ATTEMPTS: usize = 8;
 pub const LEASE_MS: i64 = 60_000;
 /// How often a running stream renews its slot.
 pub const RENEW_MS: i64 = 30_000;
+/// How long a record is kept after its last lease ran out: a principal's
+/// next stream within the hour finds it, and a shard's alarm does not wake
+/// at every renewal.
+pub const KEEP_MS: i64 = 3_600_000;
+
+const PREFIX: &str = "lsn_";
 
 #[derive(Default, Serialize, Deserialize)]
 struct Open {
     /// Stream id -> lease expiry.
     streams: SortedMap<Millis>,
+}
+
+impl Open {
+    fn idle_at(&self) -> Millis {
+        let last = self.streams.values().copied().max();
+        last.unwrap_or(Millis::MIN).saturating_add(KEEP_MS)
+    }
+}
+
+/// Whether `key` names a listen-stream record.
+pub fn is_key(key: &str) -> bool {
+    key.starts_with(PREFIX)
+}
+
+/// When the record's last lease has been out for [`KEEP_MS`], or `None`
+/// when `body` cannot be decoded.
+pub(super) fn idle_at(body: &str) -> Option<Millis> {
+    crate::json::from_str::<Open>(body)
+        .ok()
+        .map(|o| o.idle_at())
 }
 
 /// One stream's slot.
@@ -44,7 +72,7 @@ pub struct Slot {
 /// The store key of `owner`'s stream record. It never looks like a task id.
 pub fn key(owner: &Owner) -> String {
     let digest = sha256(format!("streams\u{0}{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
-    format!("lsn_{}", b64url(&digest[..18]))
+    format!("{PREFIX}{}", b64url(&digest[..18]))
 }
 
 fn decode(key: &str, body: &str) -> Result<Open, TaskError> {
@@ -68,7 +96,7 @@ async fn modify<S: Store>(
             return Ok(());
         }
         let body = serde_json::to_string(&open).map_err(|_| TaskError::Encoding)?;
-        match store.put(key, version, &body, None).await {
+        match store.put(key, version, &body, Some(open.idle_at())).await {
             Ok(_) => return Ok(()),
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(store_failed(e)),

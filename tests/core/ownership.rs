@@ -95,7 +95,8 @@ fn foreign_expired_purged_and_unknown_ids_are_indistinguishable() {
         );
     }
     let report = alice.tick();
-    assert_eq!(report.purged, 3, "{report}");
+    // The three tasks, and alice's quota record with them.
+    assert_eq!(report.purged, 4, "{report}");
     for id in [&mine, &expiring, &purged] {
         assert_eq!(
             block_on(store.get(id)).unwrap(),

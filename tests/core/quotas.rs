@@ -490,3 +490,68 @@ fn the_record_stays_short_with_the_unfinished_limit_off() {
     // before the next rescan), not 800.
     assert!(largest < 25_000, "{largest}");
 }
+
+/// A principal who goes away leaves nothing stored: its quota record,
+/// finished list and listen-stream record are each written due when
+/// nothing in them is live, and the runner deletes them then (not before).
+#[test]
+fn a_principal_who_goes_away_leaves_no_record_behind() {
+    use mcp_tasks_edge::tasks::{quota, streams};
+    let h = harness(|l| {
+        l.max_outstanding_tasks = 1;
+        l.max_tasks_per_minute = 2;
+        l.max_listen_streams = 4;
+    });
+    let ttl = h.server.config().task_ttl_ms as i64;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        // One rescan a second at most: the second create waits it, finds
+        // the first task finished and moves it to the finished list.
+        h.advance(1_000);
+        let (status, v) = create(&h, 1);
+        assert_eq!(status, 200, "{v}");
+        let id = v["result"]["taskId"].as_str().unwrap().to_owned();
+        h.ok("tasks/cancel", json!({"taskId": id}));
+        ids.push(id);
+    }
+    let (first_at, last_at) = (h.now.get() - 1_000, h.now.get());
+    let record = |k: &str| block_on(h.store.get(k)).unwrap();
+    let (own, done) = (quota::key(&h.owner), quota::finished_key(&h.owner));
+    assert_eq!(record(&own).unwrap().due_at, Some(last_at + ttl), "own");
+    assert_eq!(record(&done).unwrap().due_at, Some(first_at + ttl), "done");
+    let mut s = listen(&h).unwrap();
+    assert!(matches!(
+        block_on(s.next(&h.server, h.now.get())),
+        Next::Send(_)
+    ));
+    drop(s);
+    let lsn = streams::key(&h.owner);
+    let lease_out = h.now.get() + streams::LEASE_MS;
+    assert_eq!(
+        record(&lsn).unwrap().due_at,
+        Some(lease_out + streams::KEEP_MS)
+    );
+
+    // Until the last task expires, every record stays (the tasks are
+    // purged as they expire, the finished list with the first).
+    h.now.set(first_at + ttl);
+    h.tick();
+    assert!(record(&own).is_some() && record(&lsn).is_some());
+    assert!(record(&done).is_none(), "the finished list lapsed");
+    h.now.set(last_at + ttl);
+    let report = h.tick();
+    assert!(record(&own).is_none(), "{report:?}");
+    assert!(record(&lsn).is_some(), "the stream record is kept an hour");
+    h.now.set(lease_out + streams::KEEP_MS);
+    h.tick();
+    assert_eq!(h.store.len(), 0, "nothing is left");
+
+    // The principal comes back: counted from zero, limits intact.
+    assert_eq!(create(&h, 1).0, 200);
+    let (status, v) = create(&h, 1);
+    assert_eq!(
+        (status, &v["error"]["data"]["reason"]),
+        (429, &json!("quota")),
+        "{v}"
+    );
+}

@@ -523,6 +523,52 @@ async function cronBackstop() {
   });
 }
 
+/// The store key of a principal's quota record (as `quota::key` forms it).
+function quotaKey(tenant, principal) {
+  const digest = crypto.createHash('sha256').update(`${tenant}\u0000${principal}`).digest();
+  return `own_${digest.subarray(0, 18).toString('base64url')}`;
+}
+
+async function ownerRecords() {
+  await test('per-owner records: written due when nothing in them is live, deleted by the alarm then', async () => {
+    const taskId = await startTask('slow_compute', { seconds: 1, label: 'quota' });
+    const t = await getTask(taskId);
+    const expiresAt = Date.parse(t.createdAt) + t.ttlMs;
+    const own = (await hook('shard', { get: { key: quotaKey('e2e', 'tester') } })).reply.entry;
+    check(own !== null, 'no quota record after a create');
+    check(own.due_at >= expiresAt, `quota record due ${own.due_at}, the task expires at ${expiresAt}`);
+
+    // Planted records, due already: one that holds nothing live, one
+    // still live (written by a clock that was behind), one undecodable.
+    const now = Date.now();
+    const plant = async (body, dueAt) => {
+      const key = `own_${crypto.randomBytes(18).toString('base64url')}`;
+      await hook('shard', { put: { key, expected: null, body, due_at: dueAt } });
+      return key;
+    };
+    const idle = await plant(JSON.stringify({ tasks: { tsk_gone: now - 60_000 }, bytes: { tsk_gone: 10 } }), now - 1_000);
+    const liveUntil = now + 600_000;
+    const live = await plant(JSON.stringify({ tasks: { tsk_live: liveUntil }, bytes: { tsk_live: 10 } }), now - 1_000);
+    const broken = await plant('{not json', now - 1_000);
+    const read = async (key) => (await hook('shard', { get: { key } })).reply.entry;
+    const deadline = Date.now() + BOUND_MS;
+    while ((await read(idle)) !== null && Date.now() < deadline) await sleep(100);
+    check((await read(idle)) === null, 'the idle record was not deleted');
+    let e = await read(live);
+    while (e?.due_at !== liveUntil && Date.now() < deadline) {
+      await sleep(100);
+      e = await read(live);
+    }
+    check(e !== null && e.due_at === liveUntil, `the live record: ${JSON.stringify(e)}`);
+    e = await read(broken);
+    while (e?.due_at !== null && Date.now() < deadline) {
+      await sleep(100);
+      e = await read(broken);
+    }
+    check(e !== null && e.body === '{not json' && e.due_at === null, `the undecodable record: ${JSON.stringify(e)}`);
+  });
+}
+
 /** The shard placement a task id names (`null` for an id minted before placement). */
 function placementOf(id) {
   const rest = id.slice(4);
@@ -993,6 +1039,7 @@ async function main() {
   await replayableSteps();
   await restartMidTask();
   await cronBackstop();
+  await ownerRecords();
   await listen();
   await conformance();
   await legacyClients();
