@@ -103,11 +103,11 @@ impl Auth {
 }
 
 fn bearer(header: &str) -> Option<&str> {
-    let (scheme, token) = header.trim().split_once(' ')?;
+    let (scheme, token) = crate::http::trim_ows(header).split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
-    let token = token.trim();
+    let token = crate::http::trim_ows(token);
     (!token.is_empty()).then_some(token)
 }
 
@@ -708,5 +708,10 @@ mod tests {
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("Bearer"), None);
         assert_eq!(bearer("Bearer "), None);
+        // Optional whitespace is spaces and tabs; other white space stays
+        // part of the credential (and fails its check).
+        assert_eq!(bearer("\tBearer abc\t"), Some("abc"));
+        assert_eq!(bearer("Bearer abc\u{a0}"), Some("abc\u{a0}"));
+        assert_eq!(bearer("\u{2003}Bearer abc"), None);
     }
 }

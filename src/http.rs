@@ -300,7 +300,7 @@ pub fn check_head(
     }
     let declared = req
         .header("content-length")
-        .and_then(|v| v.trim().parse::<u64>().ok());
+        .and_then(|v| trim_ows(v).parse::<u64>().ok());
     if declared.is_some_and(|n| n > config.max_body_bytes as u64) {
         return Some(too_large());
     }
@@ -342,11 +342,18 @@ fn loopback_only(config: &crate::config::Config, headers: &[(&str, &str)]) -> Op
     })
 }
 
+/// `value` without HTTP's optional whitespace around a field value: spaces
+/// and tabs only (RFC 9110, section 5.5). Anything else at either end stays
+/// part of the value and is judged with it.
+pub(crate) fn trim_ows(value: &str) -> &str {
+    value.trim_matches([' ', '\t'])
+}
+
 /// Whether a `Host` header names a loopback host: `localhost` (or a name
 /// under `.localhost`), an address in 127.0.0.0/8, or `[::1]`, with an
 /// optional port.
 pub fn is_loopback_host(host: &str) -> bool {
-    let host = host.trim();
+    let host = trim_ows(host);
     if let Some(rest) = host.strip_prefix('[') {
         return match rest.split_once(']') {
             Some((addr, port)) if port.is_empty() || valid_port(port) => addr == "::1",
@@ -394,7 +401,7 @@ fn preflight(config: &crate::config::Config, req: &HttpRequest<'_>) -> Option<Ht
         return Some(not_found());
     }
     if let Some(origin) = req.header("origin")
-        && !origin_allowed(origin.trim(), &config.allowed_origins)
+        && !origin_allowed(trim_ows(origin), &config.allowed_origins)
     {
         return Some(HttpResponse::rejected(
             403,
@@ -429,7 +436,7 @@ async fn serve_checked<S: Store>(
         return too_large();
     }
     if let Some(ct) = req.header("content-type") {
-        let media = ct.split(';').next().unwrap_or("").trim();
+        let media = trim_ows(ct.split(';').next().unwrap_or(""));
         if !media.eq_ignore_ascii_case("application/json") {
             return HttpResponse::rejected(
                 415,
@@ -770,6 +777,9 @@ mod tests {
             "xlocalhost",
             "::1",
             "127.0.0.1\u{e9}",
+            "\u{a0}localhost",
+            "localhost\u{b}",
+            "\u{2003}127.0.0.1",
             "127.0.0.0001",
         ] {
             assert!(!is_loopback_host(host), "{host:?}");

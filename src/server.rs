@@ -166,9 +166,7 @@ impl<'a> HeaderValue<'a> {
     /// What a header is once one more of its values, `value`, has been
     /// seen: the first value if it is valid, invalid if a later one differs.
     fn and(self, value: &'a str) -> HeaderValue<'a> {
-        // HTTP's optional whitespace around a field value is only space and
-        // tab (RFC 9110, section 5.5); anything else stays and is judged.
-        let value = value.trim_matches([' ', '\t']);
+        let value = crate::http::trim_ows(value);
         match self {
             HeaderValue::Absent
                 if value

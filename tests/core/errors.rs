@@ -431,6 +431,23 @@ fn http_level_refusals() {
     refs.retain(|(n, _)| *n != "content-type");
     refs.push(("content-type", "text/plain"));
     assert_eq!(h.post_raw(&refs, &body).status, 415);
+    // Optional whitespace around a value is spaces and tabs only; other
+    // white space stays part of the value and is judged with it.
+    refs.retain(|(n, _)| *n != "content-type");
+    refs.push(("content-type", "application/json"));
+    let with = |name: &'static str, value: &'static str| {
+        let mut r = refs.clone();
+        r.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        r.push((name, value));
+        h.post_raw(&r, &body).status
+    };
+    assert_eq!(
+        with("content-type", " application/json\t; charset=utf-8"),
+        200
+    );
+    assert_eq!(with("content-type", "application/json\u{b}"), 415);
+    assert_eq!(with("origin", "\thttp://localhost:8787 "), 200);
+    assert_eq!(with("origin", "http://localhost:8787\u{a0}"), 403);
 }
 
 #[test]
