@@ -1,16 +1,20 @@
-//! Per-owner records (the quota record and finished list of [`super::quota`],
-//! the listen-stream record of [`super::streams`]) are written with a
-//! `due_at`: the time from which they hold nothing live. The runner takes
-//! each one as it comes due ([`lapse`]) and deletes it then, so a caller
-//! who goes away leaves nothing stored behind.
+//! Records other than tasks come due only to go. Per-owner records (the
+//! quota record and finished list of [`super::quota`], the listen-stream
+//! record of [`super::streams`]) are written with a `due_at`: the time from
+//! which they hold nothing live; scratch and quarantined records
+//! ([`super::scratch`], [`super::quarantine`]) are due when they expire,
+//! whatever they hold. The runner takes each one as it comes due
+//! ([`lapse`]) and deletes it then, so a caller who goes away leaves
+//! nothing stored behind.
 //!
 //! - A record rewritten since it came due (its `due_at` is later now) is
 //!   left alone.
-//! - A record that still holds something live (written by a replica whose
-//!   clock was ahead) comes due again when that lapses.
-//! - A record that cannot be decoded is kept as it is, out of the due
-//!   index: its readers refuse it loudly, and it never holds up other due
-//!   work.
+//! - A per-owner record that still holds something live (its `due_at` set
+//!   by other code than this: an operator, another version) comes due
+//!   again when that lapses.
+//! - A per-owner record that cannot be decoded is kept as it is, out of
+//!   the due index: its readers refuse it loudly, and it never holds up
+//!   other due work.
 //!
 //! A record written before records carried a `due_at` stays until its next
 //! write gives it one.
@@ -18,29 +22,33 @@
 //! A deleted key starts again at version 1 (the store contract), so a
 //! writer that read the record just before it was deleted can replace a
 //! record created anew since, once that one reaches the version it read,
-//! with its own edit of the old one. Its contents had lapsed, so the most this loses is the other
-//! writer's newest entry: a count that is one low, never a task.
+//! with its own edit of the old one. Its contents had lapsed, so the most
+//! this loses is the other writer's newest entry: a count that is one low,
+//! never a task.
 
-use super::{quota, streams};
+use super::{quarantine, quota, scratch, streams};
 use crate::store::{Store, StoreError};
 use crate::time::Millis;
 
-/// Whether `key` names a per-owner record.
+/// Whether `key` names a record other than a task: one that comes due
+/// only to go.
 pub fn is_key(key: &str) -> bool {
-    quota::is_key(key) || streams::is_key(key)
+    quota::is_key(key) || streams::is_key(key) || scratch::is_key(key) || quarantine::is_key(key)
 }
 
 /// When the record under `key` holds nothing live, or `None` when `body`
 /// cannot be decoded.
 fn idle_at(key: &str, body: &str) -> Option<Millis> {
-    if streams::is_key(key) {
+    if scratch::is_key(key) || quarantine::is_key(key) {
+        Some(Millis::MIN)
+    } else if streams::is_key(key) {
         streams::idle_at(body)
     } else {
         quota::idle_at(key, body)
     }
 }
 
-/// What [`lapse`] did with a due per-owner record.
+/// What [`lapse`] did with a due record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lapse {
     /// The record held nothing live: it is gone.
@@ -54,8 +62,8 @@ pub enum Lapse {
     Unreadable,
 }
 
-/// Deletes the per-owner record under `key` if it is due at `now` and holds
-/// nothing live (see the module documentation for the other cases). Every
+/// Deletes the record under `key` if it is due at `now` and holds nothing
+/// live (see the module documentation for the other cases). Every
 /// write is a compare-and-swap on the version read, so a record written
 /// meanwhile is never lost.
 pub async fn lapse<S: Store>(store: &S, key: &str, now: Millis) -> Result<Lapse, StoreError> {
@@ -159,7 +167,7 @@ mod tests {
     fn a_record_still_live_is_due_again_when_it_lapses() {
         let store = MemoryStore::new();
         let key = quota::finished_key(&owner());
-        // Due at 1,000 by a clock that was behind: a task lives until 9,000.
+        // Due at 1,000, though a task in it lives until 9,000.
         let body = r#"{"tasks":{"tsk_a":9000,"tsk_b":500}}"#;
         block_on(store.put(&key, None, body, Some(1_000))).unwrap();
         assert_eq!(block_on(lapse(&store, &key, 1_000)), Ok(Lapse::Rearmed));
@@ -188,6 +196,19 @@ mod tests {
         assert_eq!(block_on(lapse(&racing, &key, 20_000)), Ok(Lapse::Untouched));
         let entry = block_on(store.get(&key)).unwrap().unwrap();
         assert_eq!(entry.due_at, Some(99_999));
+    }
+
+    #[test]
+    fn a_scratch_or_quarantined_record_goes_when_due_whatever_it_holds() {
+        let store = MemoryStore::new();
+        let (scr, qrn) = (scratch::key("abc"), quarantine::key("tsk_x"));
+        block_on(store.put(&scr, None, "{not json", Some(100))).unwrap();
+        block_on(store.put(&qrn, None, r#"{"tasks":{"a":9999}}"#, Some(100))).unwrap();
+        assert!(is_key(&scr) && is_key(&qrn) && !is_key("tsk_abc"));
+        assert_eq!(block_on(lapse(&store, &scr, 99)), Ok(Lapse::Untouched));
+        assert_eq!(block_on(lapse(&store, &scr, 100)), Ok(Lapse::Deleted));
+        assert_eq!(block_on(lapse(&store, &qrn, 100)), Ok(Lapse::Deleted));
+        assert!(store.is_empty());
     }
 
     #[test]

@@ -151,19 +151,22 @@ impl Outstanding {
     /// charged has expired, and the creation bucket (refilled at
     /// `per_minute`; 0 when it is not known) is full again.
     fn idle_at(&self, per_minute: u32) -> Millis {
-        let expiries = self.tasks.values().chain(self.finished.values());
-        let charged = self.charged.iter().map(|(exp, _)| exp);
-        let spilled = self.spilled.iter().map(|(_, exp)| exp);
-        let last = expiries.chain(charged).chain(spilled).copied().max();
-        let refilled = match (self.bucket, per_minute) {
-            (Some((tokens, at)), p) if p > 0 => {
-                let missing = (u64::from(p) * 1_000).saturating_sub(tokens);
-                let ms = missing.saturating_mul(60).div_ceil(u64::from(p));
-                Some(at.saturating_add(Millis::try_from(ms).unwrap_or(Millis::MAX)))
-            }
-            _ => None,
-        };
-        last.max(refilled).unwrap_or(Millis::MIN)
+        let mut last = Millis::MIN;
+        for exp in self.tasks.values().chain(self.finished.values()) {
+            last = last.max(*exp);
+        }
+        for (exp, _) in &self.charged {
+            last = last.max(*exp);
+        }
+        if let Some((_, exp)) = self.spilled {
+            last = last.max(exp);
+        }
+        if let (Some((tokens, at)), 1..) = (self.bucket, per_minute) {
+            let missing = (u64::from(per_minute) * 1_000).saturating_sub(tokens);
+            let ms = missing.saturating_mul(60).div_ceil(u64::from(per_minute));
+            last = last.max(at.saturating_add(Millis::try_from(ms).unwrap_or(Millis::MAX)));
+        }
+        last
     }
 
     fn stored_bytes(&self) -> u64 {

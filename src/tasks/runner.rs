@@ -366,20 +366,10 @@ impl<'a, S: Store> Runner<'a, S> {
     }
 
     async fn advance(&self, key: &str, now: Millis, report: &mut TickReport) {
-        if super::scratch::is_key(key) || quarantine::is_key(key) {
-            // A scratch or quarantined record comes due when it expires.
-            match self.store.get(key).await {
-                Ok(Some(entry)) => match self.store.delete(key, entry.version).await {
-                    Ok(()) => report.purged += 1,
-                    Err(_) => report.errors += 1,
-                },
-                Ok(None) => {}
-                Err(_) => report.errors += 1,
-            }
-            return;
-        }
         if super::idle::is_key(key) {
-            // A per-owner record comes due when it may hold nothing live.
+            // A record other than a task comes due when it may be gone: a
+            // scratch or quarantined one when it expires, a per-owner one
+            // when it may hold nothing live.
             match super::idle::lapse(self.store, key, now).await {
                 Ok(super::idle::Lapse::Deleted) => report.purged += 1,
                 Ok(_) => {}
