@@ -288,15 +288,18 @@ pub async fn listed<S: Store>(
     Ok(all.into_iter().filter(|(_, exp)| *exp > now).collect())
 }
 
+/// The bytes of an owner's SHA-256 a key carries.
+const DIGEST_BYTES: usize = 18;
+
 fn digest(owner: &Owner) -> String {
     let digest = sha256(format!("{}\u{0}{}", owner.tenant, owner.principal).as_bytes());
-    b64url(&digest[..18])
+    b64url(&digest[..DIGEST_BYTES])
 }
 
 const PREFIX: &str = "own_";
 const FINISHED_SUFFIX: &str = "_done";
-/// The prefix, 24 characters of digest, the suffix.
-const FINISHED_KEY_LEN: usize = PREFIX.len() + 24 + FINISHED_SUFFIX.len();
+/// The prefix, the digest in unpadded base64url, the suffix.
+const FINISHED_KEY_LEN: usize = PREFIX.len() + DIGEST_BYTES * 4 / 3 + FINISHED_SUFFIX.len();
 
 /// The store key of `owner`'s quota record. It never looks like a task id.
 pub fn key(owner: &Owner) -> String {

@@ -503,7 +503,6 @@ fn a_principal_who_goes_away_leaves_no_record_behind() {
         l.max_listen_streams = 4;
     });
     let ttl = h.server.config().task_ttl_ms as i64;
-    let mut ids = Vec::new();
     for _ in 0..2 {
         // One rescan a second at most: the second create waits it, finds
         // the first task finished and moves it to the finished list.
@@ -512,7 +511,6 @@ fn a_principal_who_goes_away_leaves_no_record_behind() {
         assert_eq!(status, 200, "{v}");
         let id = v["result"]["taskId"].as_str().unwrap().to_owned();
         h.ok("tasks/cancel", json!({"taskId": id}));
-        ids.push(id);
     }
     let (first_at, last_at) = (h.now.get() - 1_000, h.now.get());
     let record = |k: &str| block_on(h.store.get(k)).unwrap();
@@ -532,8 +530,8 @@ fn a_principal_who_goes_away_leaves_no_record_behind() {
         Some(lease_out + streams::KEEP_MS)
     );
 
-    // Until the last task expires, every record stays (the tasks are
-    // purged as they expire, the finished list with the first).
+    // The finished list lapses with the first task; the quota and stream
+    // records stay until the last one expires.
     h.now.set(first_at + ttl);
     h.tick();
     assert!(record(&own).is_some() && record(&lsn).is_some());
