@@ -478,7 +478,9 @@ async fn settle<S: Store>(
             done.tasks.insert(id.clone(), *exp);
         }
         if done.tasks.len() > MAX_FINISHED {
-            // The earliest to expire leave the list first.
+            // The earliest to expire leave the list first. (A sort: with
+            // `select_nth_unstable` in its place the Worker's wasm was
+            // 615 B larger gzipped.)
             let mut by_expiry: Vec<(Millis, &String)> =
                 done.tasks.iter().map(|(id, exp)| (*exp, id)).collect();
             by_expiry.sort_unstable();
@@ -647,6 +649,56 @@ mod tests {
         let done = r#"{"tasks":{"tsk_a":3000,"tsk_b":4000}}"#;
         assert_eq!(idle_at(&format!("{key}_done"), done), Some(4_000));
         assert_eq!(idle_at(&key, "{not json"), None);
+    }
+
+    /// Past [`MAX_FINISHED`], the finished list keeps the tasks that expire
+    /// last, whatever order they arrive in.
+    #[test]
+    fn a_full_finished_list_drops_the_earliest_to_expire() {
+        use crate::block_on;
+        use crate::owner::Owner;
+        use crate::store::MemoryStore;
+        let store = MemoryStore::new();
+        let owner = Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        };
+        // Listed out of expiry order: ids and expiries do not sort alike.
+        let mut old = Finished::default();
+        for i in 0..MAX_FINISHED as i64 {
+            old.tasks
+                .insert(format!("old-{i:04}"), 20_000 + (i * 7919) % 5_000);
+        }
+        let body = serde_json::to_string(&old).unwrap();
+        block_on(store.put(&finished_key(&owner), None, &body, None)).unwrap();
+        let mut list = Outstanding::default();
+        // Two expire before every listed one, one after.
+        for (id, exp) in [("new-a", 19_000), ("new-b", 30_000), ("new-c", 19_500)] {
+            list.finished.insert(id.to_owned(), exp);
+        }
+        block_on(settle(&store, &owner, &mut list, 0)).unwrap();
+        let stored = block_on(store.get(&finished_key(&owner))).unwrap().unwrap();
+        let done: Finished = decode(&finished_key(&owner), &stored.body).unwrap();
+        assert!(!done.tasks.contains_key("new-a") && !done.tasks.contains_key("new-c"));
+        assert!(done.tasks.contains_key("new-b"));
+        // The one listed task that expires first (i = 0, at 20,000) goes
+        // too: what stays is exactly the MAX_FINISHED latest of all.
+        assert!(!done.tasks.contains_key("old-0000"));
+        let mut all: Vec<(Millis, String)> = old
+            .tasks
+            .iter()
+            .map(|(id, exp)| (*exp, id.clone()))
+            .chain([(30_000, "new-b".to_owned())])
+            .collect();
+        all.sort_unstable();
+        let mut kept: Vec<(Millis, String)> = done
+            .tasks
+            .iter()
+            .map(|(id, exp)| (*exp, id.clone()))
+            .collect();
+        kept.sort_unstable();
+        assert_eq!(kept, all[all.len() - MAX_FINISHED..]);
+        assert!(list.finished.is_empty(), "moved out of the quota record");
     }
 
     #[test]
