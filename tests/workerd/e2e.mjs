@@ -318,6 +318,31 @@ async function outbound(upstream) {
     check(seen.every((s) => s.authorization === 'Bearer sk-e2e'), 'the API key reached the API');
   });
 
+  await test('outbound on workerd: the method, headers and body reach the API as the step gave them', async () => {
+    const send = async (method, extra = {}) => {
+      const before = upstream.seen.length;
+      const r = await hook('outbound', { method, url: `${upstream.origin}/probe`, headers: [['x-probe', method]], ...extra });
+      return { r, seen: upstream.seen.slice(before) };
+    };
+    // A method fetch knows no shorthand for is sent as it is, upper case
+    // (as the component sends it), never turned into a GET.
+    let { r, seen } = await send('propfind', { body: 'depth=1' });
+    check(r.status === 404 && /not found/.test(r.body), `answer: ${JSON.stringify(r)}`);
+    equal(seen.map(({ method, path, probe, body }) => ({ method, path, probe, body })),
+      [{ method: 'PROPFIND', path: '/probe', probe: 'propfind', body: 'depth=1' }], 'what the API saw');
+    ({ r, seen } = await send('patch', { body: '{"n":1}' }));
+    equal(seen.map((s) => [s.method, s.body]), [['PATCH', '{"n":1}']], 'PATCH with its body');
+    ({ r, seen } = await send('GET'));
+    equal(seen.map((s) => [s.method, s.body, s.probe]), [['GET', '', 'GET']], 'GET without a body');
+    // A method workerd does not know, and one that is not an HTTP token:
+    // refused before anything is sent, with the platform's message alone.
+    for (const method of ['FOO', 'BAD METHOD']) {
+      ({ r, seen } = await send(method));
+      check(/^outbound request failed: .*method/i.test(r.error) && !r.error.includes('\n'),
+        `${method}: ${JSON.stringify(r)}`);
+      equal(seen, [], `${method}: nothing reached the API`);
+    }
+  });
 }
 
 /// The same tool on a server whose allow-list does not name the API.

@@ -38,7 +38,10 @@ export class Upstream {
     req.on('data', (c) => chunks.push(c));
     req.on('end', async () => {
       const key = req.headers['idempotency-key'] ?? null;
-      this.seen.push({ method: req.method, path: req.url, key, authorization: req.headers.authorization ?? null });
+      this.seen.push({
+        method: req.method, path: req.url, key, authorization: req.headers.authorization ?? null,
+        probe: req.headers['x-probe'] ?? null, body: Buffer.concat(chunks).toString('utf8'),
+      });
       const send = (status, body, headers = {}) => {
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(body));

@@ -6,6 +6,7 @@ use std::cell::OnceCell;
 
 use worker::{Date, Env, Headers, Response, ResponseBuilder, console_error, console_warn};
 
+use super::js::Kv;
 use super::settings::{Settings, StoreMode};
 use super::store::{CACHE_BINDING, DoStore, KvCached, WorkerStore};
 use crate::error::RpcError;
@@ -82,7 +83,9 @@ pub(super) fn open_store(env: &Env, settings: &Settings) -> worker::Result<Worke
     let shards = DoStore::new(env, settings.layout)?;
     let kv = match settings.store {
         StoreMode::Do => None,
-        StoreMode::DoKvCache => Some(env.kv(CACHE_BINDING)?),
+        StoreMode::DoKvCache => {
+            Some(Kv::from_env(env, CACHE_BINDING).map_err(worker::Error::RustError)?)
+        }
     };
     Ok(KvCached::new(shards, kv))
 }

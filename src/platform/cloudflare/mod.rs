@@ -21,6 +21,8 @@ mod entry;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod env;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod js;
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 mod outbound;
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub mod shard;

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortController, Delay, Fetch, Headers};
 
+use super::js::request;
 use crate::outbound::{LocalFuture, Outbound, OutboundError, OutboundRequest, OutboundResponse};
 
 /// The Worker's outbound client.
@@ -32,15 +33,15 @@ async fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, O
     for (name, value) in &r.headers {
         headers.append(name, value).map_err(failed)?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(Method::from(r.method.to_ascii_uppercase()))
-        .with_headers(headers);
-    if !r.body.is_empty() {
-        init.with_body(Some(
-            worker::js_sys::Uint8Array::from(r.body.as_slice()).into(),
-        ));
-    }
-    let request = Request::new_with_init(&r.url, &init).map_err(failed)?;
+    let body: Option<worker::wasm_bindgen::JsValue> =
+        (!r.body.is_empty()).then(|| worker::js_sys::Uint8Array::from(r.body.as_slice()).into());
+    let request = request(
+        &r.url,
+        &r.method.to_ascii_uppercase(),
+        Some(&headers),
+        body.as_ref(),
+    )
+    .map_err(failed)?;
     let controller = AbortController::default();
     let signal = controller.signal();
     let mut timeout = Delay::from(Duration::from_millis(r.timeout_ms));

@@ -7,8 +7,9 @@
 use std::cell::{Cell, RefCell};
 
 use futures_util::future::{LocalBoxFuture, join_all};
-use worker::{Env, KvStore, Method, ObjectNamespace, Request, RequestInit, console_warn};
+use worker::{Env, ObjectNamespace, console_warn};
 
+use super::js::{Kv, request};
 use super::now_ms;
 use super::wire::{Layout, Op, Reply, cache_key, cacheable, from_cache, shard_name};
 use crate::store::{Entry, Store, StoreError, Version};
@@ -59,10 +60,13 @@ impl DoStore {
             .and_then(|id| id.get_stub())
             .map_err(|e| unavailable("shard stub", e))?;
         let body = serde_json::to_string(op).map_err(|e| unavailable("encode op", e))?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_body(Some(body.into()));
-        let req = Request::new_with_init("https://shard.internal/op", &init)
-            .map_err(|e| unavailable("shard request", e))?;
+        let req = request(
+            "https://shard.internal/op",
+            "POST",
+            None,
+            Some(&body.into()),
+        )
+        .map_err(|e| unavailable("shard request", e))?;
         let mut resp = stub
             .fetch_with_request(req)
             .await
@@ -190,13 +194,13 @@ pub type Fill = LocalBoxFuture<'static, ()>;
 /// gets. The guarantees are written down in the README.
 pub struct KvCached<S> {
     inner: S,
-    kv: Option<KvStore>,
+    kv: Option<Kv>,
     fills: RefCell<Vec<Fill>>,
     kv_ops: Cell<u32>,
 }
 
 impl<S: Store> KvCached<S> {
-    pub fn new(inner: S, kv: Option<KvStore>) -> Self {
+    pub fn new(inner: S, kv: Option<Kv>) -> Self {
         KvCached {
             inner,
             kv,
@@ -218,7 +222,7 @@ impl<S: Store> KvCached<S> {
         self.kv_ops.set(self.kv_ops.get().saturating_add(1));
     }
 
-    fn queue_fill(&self, kv: &KvStore, key: &str, entry: &Entry) {
+    fn queue_fill(&self, kv: &Kv, key: &str, entry: &Entry) {
         let Some((value, expiration)) = cacheable(key, entry, now_ms()) else {
             return;
         };
@@ -226,16 +230,12 @@ impl<S: Store> KvCached<S> {
         let kv = kv.clone();
         let cache_key = cache_key(key);
         self.fills.borrow_mut().push(Box::pin(async move {
-            let put = match kv.put(&cache_key, value) {
-                Ok(p) => p.expiration(expiration).execute().await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = put {
+            if let Err(e) = kv.put(&cache_key, &value, expiration).await {
                 // 429s (one write per second per key) and outages only cost
                 // a later cache miss.
                 console_warn!(
                     "{}",
-                    serde_json::json!({"event": "kv-cache-fill-failed", "error": e.to_string()})
+                    serde_json::json!({"event": "kv-cache-fill-failed", "error": e})
                 );
             }
         }));
@@ -256,7 +256,7 @@ impl<S: Store> Store for KvCached<S> {
             return self.inner.get(key).await;
         };
         self.count_kv();
-        match kv.get(&cache_key(key)).text().await {
+        match kv.get_text(&cache_key(key)).await {
             Ok(Some(value)) => {
                 if let Some(entry) = from_cache(&value) {
                     return Ok(Some(entry));
@@ -265,7 +265,7 @@ impl<S: Store> Store for KvCached<S> {
             Ok(None) => {}
             Err(e) => console_warn!(
                 "{}",
-                serde_json::json!({"event": "kv-cache-read-failed", "error": e.to_string()})
+                serde_json::json!({"event": "kv-cache-read-failed", "error": e})
             ),
         }
         let entry = self.inner.get(key).await?;
@@ -292,7 +292,7 @@ impl<S: Store> Store for KvCached<S> {
             if let Err(e) = kv.delete(&cache_key(key)).await {
                 console_warn!(
                     "{}",
-                    serde_json::json!({"event": "kv-cache-delete-failed", "error": e.to_string()})
+                    serde_json::json!({"event": "kv-cache-delete-failed", "error": e})
                 );
             }
         }

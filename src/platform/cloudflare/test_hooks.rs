@@ -10,6 +10,9 @@
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
 //!   namespace itself (`get` also reports the key's expiration);
 //! - `POST /__test/memory`: this isolate's wasm linear memory, in bytes;
+//! - `POST /__test/outbound {"method", "url", "headers", "body"}`: one
+//!   request through the Worker's outbound client (no allow-list), answered
+//!   with its status and body, or the error;
 //! - `POST /__test/jwt` (the vectors file): the shared JWS vectors run with
 //!   the Worker's WebCrypto verifier.
 
@@ -18,8 +21,10 @@ use serde_json::{Value, json};
 use worker::{Env, Request, Response};
 
 use super::env::{json_response, misconfigured, open_store};
+use super::outbound::FetchOutbound;
 use super::store::{CACHE_BINDING, WorkerStore};
 use super::wire::Op;
+use crate::outbound::{Outbound, OutboundRequest};
 use crate::store::contract;
 
 fn json(status: u16, v: &Value) -> Response {
@@ -51,6 +56,16 @@ struct ContractArgs {
 struct AlarmArgs {
     task_id: String,
     action: String,
+}
+
+#[derive(Deserialize)]
+struct OutboundArgs {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: String,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +152,22 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 _ => return bad("only get, put and delete name a key"),
             };
             on_shard(&store, &key, &op).await
+        }
+        "outbound" => {
+            let args: OutboundArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let mut request = OutboundRequest::new(&args.method, &args.url);
+            request.headers = args.headers;
+            request.body = args.body.into_bytes();
+            match FetchOutbound.send(request, 1 << 20).await {
+                Ok(r) => json(
+                    200,
+                    &json!({"status": r.status, "body": String::from_utf8_lossy(&r.body)}),
+                ),
+                Err(e) => json(200, &json!({"error": e.to_string()})),
+            }
         }
         "kv" => {
             let args: KvArgs = match serde_json::from_str(&body) {
