@@ -9,6 +9,7 @@ use worker::{
     console_error, console_log,
 };
 
+use super::EntryFuture;
 use super::env::{
     early_error, env_lookup, misconfigured, now_ms, open_store, settings, with_step_env,
 };
@@ -22,14 +23,15 @@ use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::tools::ToolFactory;
 
-/// The Worker's `fetch` handler, serving the tools `tools` builds.
-pub async fn fetch(
+/// The Worker's `fetch` handler, serving the tools `tools` builds (boxed:
+/// see [`EntryFuture`]).
+pub fn fetch(
     req: Request,
     env: Env,
     ctx: Context,
     tools: ToolFactory,
-) -> worker::Result<Response> {
-    Ok(serve(req, env, ctx, tools).await)
+) -> EntryFuture<'static, worker::Result<Response>> {
+    Box::pin(async move { Ok(serve(req, env, ctx, tools).await) })
 }
 
 async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> Response {
@@ -167,12 +169,21 @@ async fn read_capped(req: &mut Request, max: usize) -> Result<Vec<u8>, u16> {
     Ok(body)
 }
 
+/// The Worker's `scheduled` (cron) handler (boxed: see [`EntryFuture`]).
+///
 /// The cron backstop: every shard sweeps (advances its due work up to the
 /// tick budget, purges expired tasks, sets its alarm again). The Worker only
 /// waits on one subrequest per shard; the work and its CPU time are the
 /// shards'.
-/// The Worker's `scheduled` (cron) handler.
-pub async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+pub fn scheduled(
+    event: ScheduledEvent,
+    env: Env,
+    ctx: ScheduleContext,
+) -> EntryFuture<'static, ()> {
+    Box::pin(cron(event, env, ctx))
+}
+
+async fn cron(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let started = now_ms();
     let settings = match settings(&env) {
         Ok(s) => s,

@@ -24,8 +24,8 @@ use worker::{
     console_error, console_log,
 };
 
-use super::now_ms;
 use super::wire::{Op, Reply, SweepReport};
+use super::{EntryFuture, now_ms};
 use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::store::{Entry, Store, StoreError, Version};
@@ -439,8 +439,13 @@ impl Shard {
         }
     }
 
-    /// One store operation from the Worker (the shard protocol of `wire`).
-    pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+    /// One store operation from the Worker (the shard protocol of `wire`;
+    /// boxed: see [`EntryFuture`]).
+    pub fn fetch(&self, req: Request) -> EntryFuture<'_, worker::Result<Response>> {
+        Box::pin(self.serve(req))
+    }
+
+    async fn serve(&self, mut req: Request) -> worker::Result<Response> {
         let reply = match req.text().await {
             Ok(text) => match crate::json::from_str::<Op>(&text) {
                 Ok(op) => self.handle(op).await,
@@ -451,11 +456,14 @@ impl Shard {
         Response::from_json(&reply)
     }
 
-    /// Advances the shard's due work and sets the next alarm.
-    pub async fn alarm(&self) -> worker::Result<Response> {
+    /// Advances the shard's due work and sets the next alarm (boxed: see
+    /// [`EntryFuture`]).
+    pub fn alarm(&self) -> EntryFuture<'_, worker::Result<Response>> {
         // Errors are handled inside (the alarm is always set again), so the
         // runtime's own retries are not needed.
-        self.sweep("alarm").await;
-        Response::ok("")
+        Box::pin(async move {
+            self.sweep("alarm").await;
+            Response::ok("")
+        })
     }
 }
