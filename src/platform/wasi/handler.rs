@@ -18,20 +18,27 @@ use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest, HttpResponse, Next};
 use crate::protocol::jsonrpc::error_bytes;
 use crate::server::Server;
+use crate::tools::ToolFactory;
 
 /// Largest chunk read from the request body at once.
 const READ_CHUNK: usize = 64 * 1024;
 
 impl<A: App> Guest for Component<A> {
     fn handle(request: IncomingRequest, response_out: ResponseOutparam) {
-        with_server::<A, _>(|server| match server {
-            Ok(server) => serve(server, request, response_out),
-            Err(_) => {
-                drop(request);
-                respond(response_out, misconfigured(), None);
-            }
-        });
+        handle(A::TOOLS, request, response_out);
     }
+}
+
+/// `wasi:http/incoming-handler.handle` (not generic: see [`Component`]).
+#[inline(never)]
+fn handle(tools: ToolFactory, request: IncomingRequest, response_out: ResponseOutparam) {
+    with_server(tools, |server| match server {
+        Ok(server) => serve(server, request, response_out),
+        Err(_) => {
+            drop(request);
+            respond(response_out, misconfigured(), None);
+        }
+    });
 }
 
 fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutparam) {

@@ -73,7 +73,7 @@ fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn build<A: App>() -> Instance {
+fn build(tools: ToolFactory) -> Instance {
     let config = Config::from_env(|k| std::env::var(k).ok()).map_err(|e| {
         eprintln!("mcp-tasks-edge: invalid configuration: {e}");
         e.0
@@ -84,7 +84,7 @@ fn build<A: App>() -> Instance {
              fixed identity with no credentials checked. Never expose this server beyond localhost."
         );
     }
-    let tools = (A::TOOLS)(&env_lookup).map_err(|e| {
+    let tools = tools(&env_lookup).map_err(|e| {
         eprintln!("mcp-tasks-edge: invalid tool configuration: {e}");
         e
     })?;
@@ -99,9 +99,9 @@ fn build<A: App>() -> Instance {
         .with_log(|line| eprintln!("{line}")))
 }
 
-/// Runs `f` with this instance's server (built on first use).
-fn with_server<A: App, R>(f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
-    INSTANCE.with(|cell| match cell.get_or_init(build::<A>) {
+/// Runs `f` with this instance's server (built on first use from `tools`).
+fn with_server<R>(tools: ToolFactory, f: impl FnOnce(Result<&Server<HostStore>, &str>) -> R) -> R {
+    INSTANCE.with(|cell| match cell.get_or_init(|| build(tools)) {
         Ok(server) => f(Ok(server)),
         Err(why) => f(Err(why.as_str())),
     })
@@ -139,31 +139,50 @@ fn count(n: usize) -> u32 {
 }
 
 /// The component of the user's server `A`.
+///
+/// Each export is one line that hands `A::TOOLS` to a function of this
+/// crate that is neither generic nor inlined (`#[inline(never)]`). Code
+/// that is generic over `A` is compiled in the user's crate, and so is
+/// every `async fn` it awaits and every generic function those reach: when
+/// the exports awaited the core from here, the component carried two
+/// copies of the request path, the legacy adapter and the runner, one
+/// compiled in each crate (287,358 B of code in copies, by twiggy on a
+/// v0-mangled build; 30,889 B after, std and serde generics that several
+/// crates instantiate). The release component went from 1,743,636 to
+/// 1,374,654 B (593,996 to 473,857 B gzip).
 #[doc(hidden)]
 pub struct Component<A: App>(PhantomData<A>);
 
 impl<A: App> runner::Guest for Component<A> {
     fn tick(now_ms: i64) -> runner::TickReport {
-        tick_report(with_server::<A, _>(|server| match server {
-            Ok(server) => crate::block_on(server.tick(now_ms)),
-            Err(_) => TickReport {
-                errors: 1,
-                ..TickReport::default()
-            },
-        }))
+        tick(A::TOOLS, now_ms, None)
     }
 
     fn tick_slice(now_ms: i64, slice: u32, slices: u32) -> runner::TickReport {
-        tick_report(with_server::<A, _>(|server| {
-            match (server, Slice::new(slice, slices)) {
-                (Ok(server), Some(slice)) => crate::block_on(server.tick_slice(now_ms, slice)),
-                _ => TickReport {
-                    errors: 1,
-                    ..TickReport::default()
-                },
-            }
-        }))
+        tick(A::TOOLS, now_ms, Some((slice, slices)))
     }
+}
+
+impl<A: App> diagnostics::Guest for Component<A> {
+    fn run_store_contract(prefix: String) -> Result<u32, String> {
+        run_store_contract(&prefix)
+    }
+}
+
+/// `runner.tick` (`slice: None`) and `runner.tick-slice`.
+#[inline(never)]
+fn tick(tools: ToolFactory, now_ms: Millis, slice: Option<(u32, u32)>) -> runner::TickReport {
+    tick_report(with_server(tools, |server| {
+        let slice = slice.map(|(slice, slices)| Slice::new(slice, slices));
+        match (server, slice) {
+            (Ok(server), None) => crate::block_on(server.tick(now_ms)),
+            (Ok(server), Some(Some(slice))) => crate::block_on(server.tick_slice(now_ms, slice)),
+            _ => TickReport {
+                errors: 1,
+                ..TickReport::default()
+            },
+        }
+    }))
 }
 
 fn tick_report(report: TickReport) -> runner::TickReport {
@@ -180,13 +199,13 @@ fn tick_report(report: TickReport) -> runner::TickReport {
     }
 }
 
-impl<A: App> diagnostics::Guest for Component<A> {
-    fn run_store_contract(prefix: String) -> Result<u32, String> {
-        let report = crate::block_on(contract::run(&HostStore, &prefix));
-        if report.failures.is_empty() {
-            Ok(count(report.passed))
-        } else {
-            Err(report.to_string())
-        }
+/// `diagnostics.run-store-contract`.
+#[inline(never)]
+fn run_store_contract(prefix: &str) -> Result<u32, String> {
+    let report = crate::block_on(contract::run(&HostStore, prefix));
+    if report.failures.is_empty() {
+        Ok(count(report.passed))
+    } else {
+        Err(report.to_string())
     }
 }
