@@ -504,7 +504,7 @@ fn retry_after_ms(r: &HttpResponse) -> Option<u64> {
     struct Data {
         retry_after_ms: u64,
     }
-    serde_json::from_slice::<Body>(r.body_bytes())
+    crate::json::from_slice::<Body>(r.body_bytes())
         .ok()
         .map(|b| b.error.data.retry_after_ms)
 }

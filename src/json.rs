@@ -321,10 +321,25 @@ impl<'de, A: de::VariantAccess<'de>> de::VariantAccess<'de> for Wrap<A> {
     #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
     fn struct_variant<V: Visitor<'de>>(
         self,
-        fields: &'static [&'static str],
+        _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, A::Error> {
-        self.0.struct_variant(fields, Wrap(visitor))
+        // Read as the variant's value, an object only, like any struct:
+        // the reader's own `struct_variant` would compile the positional
+        // reading again for every struct variant.
+        self.0.newtype_variant_seed(Fields(visitor))
+    }
+}
+
+/// A struct variant's fields, read as a map (see `struct_variant` above).
+struct Fields<V>(V);
+
+impl<'de, V: Visitor<'de>> DeserializeSeed<'de> for Fields<V> {
+    type Value = V::Value;
+
+    #[cfg_attr(not(all(target_arch = "wasm32", target_os = "unknown")), inline)]
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
+        Objects(deserializer).deserialize_map(self.0)
     }
 }
 
@@ -405,6 +420,8 @@ mod tests {
             (r#"{"id": 2}"#, "[2]"),
             (r#"{"id": 4}"#, "[4]"),
             (r#"{"inner": {"id": 6}}"#, "[[6]]"),
+            // A struct variant's own fields.
+            (r#"{"inner": {"id": 6}}"#, r#"[{"id": 6}]"#),
         ] {
             let text = OUTER.replacen(object, array, 1);
             assert_ne!(text, OUTER, "{object}");

@@ -131,7 +131,7 @@ pub fn verify(
         return Err(invalid());
     }
     let json = b64url_decode(encoded).ok_or_else(invalid)?;
-    let payload: Payload = serde_json::from_slice(&json).map_err(|_| invalid())?;
+    let payload: Payload = crate::json::from_slice(&json).map_err(|_| invalid())?;
     if now >= payload.e {
         return Err(invalid());
     }

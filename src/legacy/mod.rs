@@ -136,7 +136,7 @@ pub fn claims(req: &HttpRequest<'_>) -> bool {
         #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
         version: Option<IgnoredAny>,
     }
-    let Ok(peek) = serde_json::from_slice::<Peek<'_>>(req.body) else {
+    let Ok(peek) = crate::json::from_slice::<Peek<'_>>(req.body) else {
         // Not a message at all: a legacy client's (by its headers) is
         // answered in its own terms.
         return header.is_some() || req.header(SESSION_HEADER).is_some();
@@ -284,7 +284,7 @@ async fn client_response<S: Store>(
         #[serde(default)]
         error: Option<Value>,
     }
-    let r: Response<'_> = serde_json::from_slice(body).ok()?;
+    let r: Response<'_> = crate::json::from_slice(body).ok()?;
     if r.method.is_some() || (r.result.is_none() && r.error.is_none()) {
         return None;
     }
