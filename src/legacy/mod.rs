@@ -793,21 +793,26 @@ async fn tasks_list<S: Store>(
             RpcError::invalid_params("Invalid cursor: it was not issued by this server.")
         })?),
     };
-    let mut listed = quota::listed(server.store(), &lc.ctx.owner, lc.ctx.now).await?;
-    listed.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    let listed = quota::listed(server.store(), &lc.ctx.owner, lc.ctx.now).await?;
+    // By expiry, then id: whole entries are compared, so an unstable sort
+    // gives the same order, and it is the instance the quota's finished list
+    // already compiles (a stable sort of `(String, i64)` was one more in the
+    // Worker's wasm).
+    let mut order: Vec<(i64, &String)> = listed.iter().map(|(id, exp)| (*exp, id)).collect();
+    order.sort_unstable();
     let start = match &after {
         None => 0,
-        Some((exp, id)) => listed.partition_point(|(i, e)| (*e, i) <= (*exp, id)),
+        Some((exp, id)) => order.partition_point(|(e, i)| (*e, *i) <= (*exp, id)),
     };
     let mut tasks = Vec::new();
     let mut last = None;
     let mut more = false;
-    for (task_id, exp) in listed.iter().skip(start) {
+    for &(exp, task_id) in order.iter().skip(start) {
         if tasks.len() == PAGE {
             more = true;
             break;
         }
-        last = Some((*exp, task_id.clone()));
+        last = Some((exp, task_id.clone()));
         if let Some(view) = load_view(
             server.store(),
             task_id,

@@ -271,7 +271,12 @@ impl Stream {
             return;
         }
         Round::remove(store, &call.key, version).await;
-        let answers: Map<String, Value> = round.answers.into_iter().collect();
+        // Inserted one by one: collecting into a map compiles a stable sort
+        // of its entries into the Worker's wasm, for keys already in order.
+        let mut answers = Map::new();
+        for (key, answer) in round.answers {
+            answers.insert(key, answer);
+        }
         let Some((name, tool)) = server.tools().get_named(call.tool) else {
             return self.fail(&RpcError::invalid_params("Unknown tool."));
         };
