@@ -414,6 +414,30 @@ async function jwtVectors() {
   });
 }
 
+async function offCurveKey() {
+  await test('an EC key that is no P-256 point: WebCrypto refuses it at import, its token is refused, the log says why in one line', async () => {
+    const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
+    // (1, 1) is not on P-256. The key set is read as it is on the Worker;
+    // the component refuses such a key when it reads the key set.
+    const one = Buffer.alloc(32);
+    one[31] = 1;
+    const kid = 'off-curve';
+    const jwks = { keys: [{ kty: 'EC', crv: 'P-256', kid, x: one.toString('base64url'), y: one.toString('base64url') }] };
+    const part = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const claims = { iss: vectors.issuer, aud: vectors.resource, sub: 'alice', exp: vectors.now / 1000 + 600 };
+    const token = `${part({ alg: 'ES256', typ: 'JWT', kid })}.${part(claims)}.${Buffer.alloc(64, 1).toString('base64url')}`;
+    const offset = logSize();
+    const r = await hook('jwt', { ...vectors, jwks, cases: [{ name: 'off-curve key', token, expect: { refused: 'the key cannot be used' } }] });
+    check(r.failures.length === 0, `off-curve key: ${JSON.stringify(r.failures)}`);
+    equal(r.passed, 1, 'cases passed');
+    await sleep(300);
+    const line = loggedObjects(offset).find((o) => o.event === 'auth' && o.error === 'key import failed');
+    check(line, 'the import failure is logged');
+    check(typeof line.detail === 'string' && line.detail.length > 0 && !line.detail.includes('JsValue') && !line.detail.includes('\n'),
+      `the log names the platform's message only: ${JSON.stringify(line.detail)}`);
+  });
+}
+
 function normalize(v, ids) {
   let s = JSON.stringify(v);
   for (const [actual, golden] of ids) s = s.split(actual).join(golden);
@@ -1059,6 +1083,7 @@ async function main() {
   await httpEdges();
   await storeContract('do');
   await jwtVectors();
+  await offCurveKey();
   await seedTranscript();
   await oneSecondStep();
   await replayableSteps();

@@ -47,7 +47,7 @@ pub struct Kv {
 }
 
 /// What a failed platform call says: an `Error`'s message, or the value.
-fn describe(e: JsValue) -> String {
+pub(super) fn describe(e: JsValue) -> String {
     match e.dyn_ref::<js_sys::Error>() {
         Some(error) => String::from(error.message()),
         None => e.as_string().unwrap_or_else(|| format!("{e:?}")),

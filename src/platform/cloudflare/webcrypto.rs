@@ -100,7 +100,7 @@ async fn imported(key: VerifyingKey<'_>) -> Result<(JsValue, Object), KeyUnusabl
     let crypto_key = JsFuture::from(promise).await.map_err(|e| {
         worker::console_error!(
             "{}",
-            serde_json::json!({"event": "auth", "error": "key import failed", "detail": format!("{e:?}")})
+            serde_json::json!({"event": "auth", "error": "key import failed", "detail": super::js::describe(e)})
         );
         KeyUnusable
     })?;
