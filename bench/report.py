@@ -3,6 +3,9 @@
 peer's ratio to ours, measured in the same run) and an SVG bar chart.
 A workload a server ran in several rounds is represented by its median
 round (by requests/s), and the table says how many rounds there were.
+Beside throughput, the table gives the CPU time the server's processes
+used per request in that round, and its ratio to ours: the server's own
+cost, which the client sharing the cores disturbs less than throughput.
 
     python3 bench/report.py results.jsonl table.md chart.svg
 """
@@ -68,7 +71,10 @@ def table(rows):
             workloads.append(k)
         by[(r["label"], k)] = r
     servers = [s for s in ORDER if any(r["label"] == s for r in rows)]
-    out = ["| workload | server | req/s | flows/s | p50 ms | p99 ms | errors | rounds | ours ÷ this |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| workload | server | req/s | flows/s | p50 ms | p99 ms | errors | rounds | ours ÷ this | server CPU µs/req | this ÷ ours (CPU) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for k in workloads:
         ours = by.get((OURS, k))
         for s in servers:
@@ -76,14 +82,18 @@ def table(rows):
             if not r:
                 continue
             if r.get("failed"):
-                out.append(f"| {k} | {s} | failed | | | | | {r['rounds']} | |")
+                out.append(f"| {k} | {s} | failed | | | | | {r['rounds']} | | | |")
                 continue
             ratio = ""
             if ours and not ours.get("failed") and r["rps"] > 0 and s != OURS:
                 ratio = f"{ours['rps'] / r['rps']:.1f}x"
             flows = f"{r['flows_per_s']:.0f}" if r["workload"] == "flow" else ""
+            cpu = r.get("server_cpu_us_per_req")
+            ours_cpu = ours.get("server_cpu_us_per_req") if ours else None
+            cpu_ratio = f"{cpu / ours_cpu:.1f}x" if cpu and ours_cpu and s != OURS else ""
+            cpu_text = f"{cpu:,.1f}" if cpu is not None else ""
             out.append(
-                f"| {k} | {s} | {r['rps']:,.0f} | {flows} | {fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | {r['errors']} | {rounds(r)} | {ratio} |"
+                f"| {k} | {s} | {r['rps']:,.0f} | {flows} | {fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | {r['errors']} | {rounds(r)} | {ratio} | {cpu_text} | {cpu_ratio} |"
             )
     return "\n".join(out) + "\n"
 

@@ -110,7 +110,9 @@ launch() { # name
 run() { # server url workload concurrency [extra args]
   local server=$1 url=$2 workload=$3 conc=$4; shift 4
   local line
-  if line=$("$LOAD" --url "$url" --workload "$workload" --concurrency "$conc" --seconds "$SECONDS_PER" --label "$server" "$@" 2>>"$WORK/load.log"); then
+  # --cpu-of: the CPU time the server's process group uses per request.
+  if line=$("$LOAD" --url "$url" --workload "$workload" --concurrency "$conc" --seconds "$SECONDS_PER" --label "$server" \
+      --cpu-of "${GROUP[$server]}" "$@" 2>>"$WORK/load.log"); then
     echo "$line" | tee -a "$RESULTS" >&2
   else
     echo "{\"label\":\"$server\",\"workload\":\"$workload\",\"concurrency\":$conc,\"failed\":true}" | tee -a "$RESULTS" >&2

@@ -20,7 +20,16 @@
 //! the workloads look at ([`Reply`]), so the client's own cost per request
 //! stays small beside the server's.
 //!
-//! Prints one JSON line with requests/s and latency percentiles.
+//! `--cpu-of PGID`: also report the CPU time (user and system) that the
+//! processes of that process group used during the timed phase, per
+//! request (`server_cpu_us_per_req`): the server's own cost, which on two
+//! shared cores is steadier from run to run than its throughput. The
+//! client's own (`client_cpu_us_per_req`) is always reported. Both from
+//! `/proc` (Linux), in clock ticks (10 ms), so they are figures of runs of
+//! a few seconds.
+//!
+//! Prints one JSON line with requests/s, latency percentiles and CPU per
+//! request.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +49,8 @@ struct Args {
     /// Threads of the load client, each driving its share of the
     /// connections on its own single-threaded runtime.
     threads: usize,
+    /// The server's process group, whose CPU time is reported.
+    cpu_of: Option<i32>,
 }
 
 fn parse_args() -> Args {
@@ -53,6 +64,7 @@ fn parse_args() -> Args {
         label: String::new(),
         headers: Vec::new(),
         threads: 2,
+        cpu_of: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -66,6 +78,7 @@ fn parse_args() -> Args {
             "--label" => a.label = v,
             "--stored" => a.stored = v.parse().unwrap_or(0),
             "--threads" => a.threads = v.parse().unwrap_or(2).max(1),
+            "--cpu-of" => a.cpu_of = v.parse().ok(),
             "--header" => {
                 if let Some((n, val)) = v.split_once(':') {
                     a.headers.push((n.trim().to_owned(), val.trim().to_owned()));
@@ -281,6 +294,59 @@ async fn prepare(args: Args) -> (Args, Option<String>) {
     (args, shared_task)
 }
 
+/// A process's CPU time from its `/proc/PID/stat` line: its process
+/// group, and user plus system time in clock ticks (all its threads).
+fn stat_cpu(stat: &str) -> Option<(i32, u64)> {
+    // The command name (field 2) may hold spaces and parentheses; the
+    // fields after its closing parenthesis start with field 3 (`state`).
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |n: usize| f.get(n - 3).copied();
+    let pgrp = field(5)?.parse().ok()?;
+    let utime: u64 = field(14)?.parse().ok()?;
+    let stime: u64 = field(15)?.parse().ok()?;
+    Some((pgrp, utime + stime))
+}
+
+fn ticks_to_us(ticks: u64) -> Option<u64> {
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks * 1_000_000 / hz as u64)
+}
+
+/// The CPU time (µs) this process has used so far.
+fn own_cpu_us() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    ticks_to_us(stat_cpu(&stat)?.1)
+}
+
+/// The CPU time (µs) the live processes of process group `pgid` have used
+/// so far.
+fn group_cpu_us(pgid: i32) -> Option<u64> {
+    let mut ticks = 0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((pgrp, t)) = stat_cpu(&stat)
+            && pgrp == pgid
+        {
+            ticks += t;
+        }
+    }
+    ticks_to_us(ticks)
+}
+
+/// CPU time per request over the timed phase, from readings at its start
+/// and end.
+fn per_request(start: Option<u64>, end: Option<u64>, requests: usize) -> Option<f64> {
+    let used = end?.checked_sub(start?)?;
+    (requests > 0).then(|| used as f64 / requests as f64)
+}
+
 fn main() {
     let setup = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -290,6 +356,8 @@ fn main() {
     let (args, shared_task) = setup.block_on(prepare(parse_args()));
     drop(setup);
     let args = std::sync::Arc::new(args);
+    let server_cpu_start = args.cpu_of.and_then(group_cpu_us);
+    let client_cpu_start = own_cpu_us();
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.seconds);
     // Each thread drives its share of the connections on a runtime of its
@@ -352,6 +420,8 @@ fn main() {
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let server_cpu_end = args.cpu_of.and_then(group_cpu_us);
+    let client_cpu_end = own_cpu_us();
     all.latencies_us.sort_unstable();
     let n = all.latencies_us.len();
     let out = json!({
@@ -369,6 +439,8 @@ fn main() {
         "flows_per_s": all.flows as f64 / elapsed,
         "p50_us": percentile(&all.latencies_us, 0.50),
         "p99_us": percentile(&all.latencies_us, 0.99),
+        "server_cpu_us_per_req": per_request(server_cpu_start, server_cpu_end, n),
+        "client_cpu_us_per_req": per_request(client_cpu_start, client_cpu_end, n),
     });
     println!("{out}");
 }
