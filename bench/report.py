@@ -5,7 +5,7 @@ A workload a server ran in several rounds is represented by its median
 round (by requests/s), and the table says how many rounds there were.
 Beside throughput, the table gives the CPU time the server's processes
 used per request in that round, and its ratio to ours: the server's own
-cost, which the client sharing the cores disturbs less than throughput.
+cost, where throughput on shared cores mixes in the client's.
 
     python3 bench/report.py results.jsonl table.md chart.svg
 """

@@ -23,8 +23,8 @@
 //! `--cpu-of PGID`: also report the CPU time (user and system) that the
 //! processes of that process group used during the timed phase, per
 //! request (`server_cpu_us_per_req`): the server's own cost, which on two
-//! shared cores is steadier from run to run than its throughput. The
-//! client's own (`client_cpu_us_per_req`) is always reported. Both from
+//! shared cores throughput mixes with the client's. The client's own
+//! (`client_cpu_us_per_req`) is always reported. Both from
 //! `/proc` (Linux), in clock ticks (10 ms), so they are figures of runs of
 //! a few seconds.
 //!
