@@ -325,7 +325,12 @@ fn own_cpu_us() -> Option<u64> {
 fn group_cpu_us(pgid: i32) -> Option<u64> {
     let mut ticks = 0;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
