@@ -175,11 +175,20 @@ pub fn decode(body: &str) -> Result<TaskRecord, TaskError> {
 /// read from its head, or from the record if it has none. A body that
 /// does not decode is not.
 pub(crate) fn unfinished_for(body: &str, owner: &Owner, now: Millis) -> bool {
+    visible_status(body, owner, now).is_some_and(|s| !s.is_terminal())
+}
+
+/// The status of the stored task `body` if it is `owner`'s and unexpired at
+/// `now`: read from its head, or from the record if it has none.
+fn visible_status(body: &str, owner: &Owner, now: Millis) -> Option<TaskStatus> {
     if let Some(v) = StoredView::of(body) {
         let own = v.owner.tenant == owner.tenant && v.owner.principal == owner.principal;
-        return own && now < v.expires_at && !v.status.is_terminal();
+        return (own && now < v.expires_at).then_some(v.status);
     }
-    decode(body).is_ok_and(|r| r.visible_to(owner, now) && !r.status().is_terminal())
+    decode(body)
+        .ok()
+        .filter(|r| r.visible_to(owner, now))
+        .map(|r| r.status())
 }
 
 /// If the stored task `body` under `key` is finished (terminal), when it
@@ -518,13 +527,28 @@ impl<'a, S: Store> TaskService<'a, S> {
         };
         let reserved = quota::reserve(self.store, &record.owner, charge, now, limits.quota).await?;
         let created = self.create_encoded(record, &body).await?;
-        if !created && reserved == quota::Reserved::Charged {
-            // The id is taken: this create adds no task, so it adds no
-            // charge. Should the undo fail, the next rescan reads the task
-            // under that id and charges what it finds there, no more.
+        if !created && reserved == quota::Reserved::Charged && !self.held_by(record, now).await {
+            // The id is taken by no task of this owner's: this create adds
+            // no task, so it adds no charge. Should the undo fail, the next
+            // rescan reads the task under that id and charges what it finds
+            // there, no more.
             let _ = quota::release(self.store, &record.owner, &record.id).await;
         }
         Ok(created)
+    }
+
+    /// Whether `record`'s id holds a task of its owner's: one that a
+    /// concurrent replay of the same round created between this create's
+    /// charge and its write. That task was charged by this create only (the
+    /// replay found the id charged already), so the charge stays; a rescan
+    /// moves it to the finished list once it ends.
+    async fn held_by(&self, record: &TaskRecord, now: Millis) -> bool {
+        match self.store.get(&record.id).await {
+            Ok(Some(entry)) => visible_status(&entry.body, &record.owner, now).is_some(),
+            // Unknown: keep the charge; the next rescan corrects it.
+            Err(_) => true,
+            Ok(None) => false,
+        }
     }
 
     /// Encodes a new record, refusing one larger than `max_bytes`.

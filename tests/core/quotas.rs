@@ -426,6 +426,142 @@ fn a_charge_for_a_task_never_created_is_released() {
     );
 }
 
+/// A store on which another writer creates the same task first: the
+/// concurrent replay of a round, landing between a create's quota charge
+/// and its own task write (`body` of `None`: the same task; `Some`: the
+/// text to write under the id instead).
+struct ReplayedFirst<'a> {
+    inner: &'a mcp_tasks_edge::store::MemoryStore,
+    armed: std::cell::Cell<bool>,
+    body: Option<String>,
+}
+
+impl Store for ReplayedFirst<'_> {
+    async fn get(
+        &self,
+        key: &str,
+    ) -> Result<Option<mcp_tasks_edge::store::Entry>, mcp_tasks_edge::store::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        expected: Option<mcp_tasks_edge::store::Version>,
+        body: &str,
+        due_at: Option<i64>,
+    ) -> Result<mcp_tasks_edge::store::Version, mcp_tasks_edge::store::StoreError> {
+        if expected.is_none() && mcp_tasks_edge::tasks::is_task_id(key) && self.armed.replace(false)
+        {
+            let first = self.body.as_deref().unwrap_or(body);
+            self.inner.put(key, None, first, due_at).await?;
+        }
+        self.inner.put(key, expected, body, due_at).await
+    }
+    async fn delete(
+        &self,
+        key: &str,
+        expected: mcp_tasks_edge::store::Version,
+    ) -> Result<(), mcp_tasks_edge::store::StoreError> {
+        self.inner.delete(key, expected).await
+    }
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, mcp_tasks_edge::store::StoreError> {
+        self.inner.due(now, limit).await
+    }
+    async fn next_due(&self) -> Result<Option<i64>, mcp_tasks_edge::store::StoreError> {
+        self.inner.next_due().await
+    }
+}
+
+/// Starts the task of round `nonce` for `owner` over `store`.
+fn start_from_round<S: Store>(
+    store: &S,
+    owner: &mcp_tasks_edge::tasks::record::Owner,
+    nonce: &str,
+    now: i64,
+) -> Result<String, mcp_tasks_edge::tasks::TaskError> {
+    use mcp_tasks_edge::tasks::{NewTask, NewTaskId, StartLimits, TaskService, quota::Quota};
+    let info = json!({"name": "test", "version": "0"});
+    let new = NewTask {
+        owner,
+        tool: "slow_compute",
+        arguments: serde_json::Map::new(),
+        capabilities: Default::default(),
+        state: Value::Null,
+        first_step_in_ms: 1_000,
+        message: None,
+        now,
+        ttl_ms: 60_000,
+        poll_interval_ms: 1_000,
+        key_id: None,
+    };
+    let limits = StartLimits {
+        quota: Quota {
+            max_outstanding: 5,
+            max_stored_bytes: 0,
+            max_per_minute: 0,
+        },
+        max_task_bytes: 0,
+        placements: 0,
+    };
+    let id = NewTaskId::FromRound {
+        secret: b"round secret",
+        nonce,
+    };
+    block_on(TaskService::new(store, &info).start(new, id, limits)).map(|r| r.id)
+}
+
+/// Two replays of one round at once: the one that charged the task finds
+/// it created by the other (which found it charged), and keeps the charge.
+/// Undoing it left a live task uncounted and out of `tasks/list`, and
+/// repeating the race let an owner past `max_outstanding`.
+#[test]
+fn a_round_replayed_concurrently_keeps_its_task_charged() {
+    use mcp_tasks_edge::tasks::quota;
+    let h = Harness::new();
+    let now = h.now.get();
+    let racing = ReplayedFirst {
+        inner: &h.store,
+        armed: std::cell::Cell::new(true),
+        body: None,
+    };
+    let id = start_from_round(&racing, &h.owner, "nonce-1", now).unwrap();
+    assert!(
+        !racing.armed.get(),
+        "the other replay created the task first"
+    );
+    assert!(block_on(h.store.get(&id)).unwrap().is_some());
+    let listed = block_on(quota::listed(h.store.as_ref(), &h.owner, now)).unwrap();
+    assert!(
+        listed.iter().any(|(listed, _)| *listed == id),
+        "{id} is charged: {listed:?}"
+    );
+
+    // The same id held by another owner's task (a stand-in for any id
+    // taken by a task this create did not make): this create's charge is
+    // undone, and the create is refused.
+    let other = owner("acme", "mallory");
+    let h2 = Harness::new();
+    let theirs = start_from_round(h2.store.as_ref(), &other, "nonce-2", now).unwrap();
+    let their_body = block_on(h2.store.get(&theirs)).unwrap().unwrap().body;
+    let racing = ReplayedFirst {
+        inner: &h2.store,
+        armed: std::cell::Cell::new(true),
+        body: Some(their_body),
+    };
+    block_on(h2.store.delete(&theirs, 1)).unwrap();
+    assert!(start_from_round(&racing, &h2.owner, "nonce-2", now).is_err());
+    assert!(
+        block_on(quota::listed(h2.store.as_ref(), &h2.owner, now))
+            .unwrap()
+            .is_empty(),
+        "nothing charged to the refused owner"
+    );
+}
+
 /// With more unfinished tasks allowed than one rescan reads, rescans take
 /// the listed tasks in turn: long-running tasks listed first never hide
 /// the finished ones after them.
