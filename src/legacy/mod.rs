@@ -39,7 +39,8 @@
 //! `tools/call` with `params.task` creates the same durable task the modern
 //! path creates (persisted before the answer) and answers a
 //! `CreateTaskResult`. `tasks/get`, `tasks/cancel` answer the task's status
-//! fields, `tasks/list` the caller's tasks (oldest first, opaque cursor),
+//! fields (`tasks/cancel` cancels at once, a running step included: its
+//! outcome is dropped), `tasks/list` the caller's tasks (oldest first, opaque cursor),
 //! and `tasks/result` the original `CallToolResult` once the task is
 //! terminal, holding the response open as SSE until then. While the task
 //! waits for input, that stream carries its `elicitation/create` (or other)
@@ -348,21 +349,30 @@ async fn dispatch<S: Store>(
         methods::TASKS_CANCEL => {
             let p: TaskParams = params(raw, method)?;
             let service = TaskService::new(server.store(), server.server_info());
-            let before = own_task(server, lc, &p.task_id).await?;
-            if is_terminal(&before) {
-                return Err(RpcError::invalid_params(format!(
+            let finished = |task: &Value| {
+                RpcError::invalid_params(format!(
                     "Cannot cancel task: it is already {}.",
-                    before
-                        .get("status")
+                    task.get("status")
                         .and_then(Value::as_str)
                         .unwrap_or("finished")
-                )));
+                ))
+            };
+            let before = own_task(server, lc, &p.task_id).await?;
+            if is_terminal(&before) {
+                return Err(finished(&before));
             }
+            // Cancelled before the answer, a running step included (the
+            // 2025-11-25 rule), unlike the modern protocol's cooperative
+            // cancellation.
             service
-                .cancel(&lc.ctx.owner, &p.task_id, lc.ctx.now)
+                .cancel_now(&lc.ctx.owner, &p.task_id, lc.ctx.now)
                 .await
                 .map_err(|e| trace.task_error(e))?;
             let after = own_task(server, lc, &p.task_id).await?;
+            if after.get("status").and_then(Value::as_str) != Some("cancelled") {
+                // It finished on its own in between.
+                return Err(finished(&after));
+            }
             trace.task_id = Some(p.task_id);
             json(&task_object(&after))
         }

@@ -712,11 +712,31 @@ impl<'a, S: Store> TaskService<'a, S> {
     /// running: its task is cancelled at once and its outcome dropped); a
     /// terminal task is left as it is.
     pub async fn cancel(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), TaskError> {
+        self.cancel_with(owner, id, now, false).await
+    }
+
+    /// `tasks/cancel` as 2025-11-25 has it: the task is `cancelled` before
+    /// this returns, a running step included. That step's commit then finds
+    /// the task finished and is fenced: its outcome is dropped, and the task
+    /// stays cancelled. A terminal task is left as it is.
+    pub async fn cancel_now(&self, owner: &Owner, id: &str, now: Millis) -> Result<(), TaskError> {
+        self.cancel_with(owner, id, now, true).await
+    }
+
+    async fn cancel_with(
+        &self,
+        owner: &Owner,
+        id: &str,
+        now: Millis,
+        even_running: bool,
+    ) -> Result<(), TaskError> {
         self.modify(owner, id, now, false, |record| {
             if record.status().is_terminal() {
                 return Ok(false);
             }
-            if record.leased_at(now) {
+            if even_running {
+                record.lease = None;
+            } else if record.leased_at(now) {
                 if record.cancel_requested {
                     return Ok(false);
                 }

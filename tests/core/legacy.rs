@@ -475,6 +475,43 @@ fn tasks_list_pages_the_callers_tasks_only() {
     assert_eq!(r["status"], "cancelled");
 }
 
+/// 2025-11-25: the task is `cancelled` before `tasks/cancel` answers, even
+/// while a runner is stepping it, and stays cancelled when that step ends.
+#[test]
+fn a_cancel_during_a_running_step_answers_cancelled_and_holds() {
+    use mcp_tasks_edge::tasks::runner::CommitOutcome;
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let r = c.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1}, "task": {}}),
+    );
+    let task = r["task"]["taskId"].as_str().unwrap().to_owned();
+    h.advance(1_000);
+    let now = h.now.get();
+    // A runner holds the step's lease, and its step completes the task.
+    let claim = crate::support::claimed(block_on(h.server.runner().claim(&task, now)).unwrap());
+    let outcome = block_on(h.server.runner().step(&claim, now));
+    let r = c.ok("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(r["status"], "cancelled", "{r}");
+    assert_eq!(
+        block_on(h.server.runner().commit(claim, outcome, now + 1)).unwrap(),
+        CommitOutcome::Fenced
+    );
+    let r = c.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(r["status"], "cancelled", "{r}");
+    // Cancelling it again is refused: it is finished.
+    let v = body_json(&c.send("tasks/cancel", json!({"taskId": task})));
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already cancelled"),
+        "{v}"
+    );
+}
+
 #[test]
 fn modern_requests_never_reach_the_adapter() {
     let h = Harness::new();
