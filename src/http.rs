@@ -452,7 +452,10 @@ async fn serve_checked<S: Store>(
     if scanned.is_none()
         && let Err(why) = crate::limits::check_shape(req.body, &config.limits)
     {
-        return HttpResponse::rejected(400, RpcError::invalid_request(&why));
+        // Past a limit, but the id is still the client's to match.
+        let id = crate::protocol::jsonrpc::id_of(req.body);
+        let error = RpcError::invalid_request(&why);
+        return HttpResponse::json(400, error_bytes(id.as_ref(), &error));
     }
     #[cfg(feature = "legacy")]
     if crate::legacy::claims(req) {

@@ -205,6 +205,12 @@ fn classify_unparsable(body: &str) -> EnvelopeError {
     }
 }
 
+/// The id of a body refused before it was read as a message (one past the
+/// shape limits), if it has a readable one.
+pub(crate) fn id_of(body: &[u8]) -> Option<Id> {
+    std::str::from_utf8(body).ok().and_then(recover_id)
+}
+
 /// Best-effort id recovery from an object whose other members are wrong
 /// (for example duplicated keys).
 fn recover_id(body: &str) -> Option<Id> {

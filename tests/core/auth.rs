@@ -696,23 +696,39 @@ fn oversized_and_deep_inputs_get_clear_errors() {
     let s = server();
     let token = hs("alice", "acme");
     let deep = json!({"name": "greet", "arguments": {"name": "x", "extra": serde_json::from_str::<Value>(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).unwrap()}});
-    let r = call(&s, Some(&token), 1, "tools/call", deep);
+    let r = call(&s, Some(&token), 7, "tools/call", deep);
     assert_eq!(
         (r.status, json_of(&r)["error"]["code"].as_i64()),
         (400, Some(-32600))
     );
+    assert_eq!(json_of(&r)["id"], 7, "the error names the request");
     let long = json!({"name": "greet", "arguments": {"name": "x".repeat(70_000)}});
-    let r = call(&s, Some(&token), 1, "tools/call", long);
+    let r = call(&s, Some(&token), 8, "tools/call", long);
     assert_eq!(
         (r.status, json_of(&r)["error"]["code"].as_i64()),
         (400, Some(-32600))
     );
+    assert_eq!(json_of(&r)["id"], 8, "the error names the request");
+    // Nested far past the limit: the id is still read (what it skips is
+    // skipped without recursion).
+    let mut nested = json!(1);
+    for _ in 0..200 {
+        nested = json!([nested]);
+    }
+    let deeper = json!({"name": "greet", "arguments": {"name": "x", "extra": nested}});
+    let r = call(&s, Some(&token), 10, "tools/call", deeper);
+    assert_eq!(
+        (r.status, json_of(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+    assert_eq!(json_of(&r)["id"], 10);
     let wide = json!({"name": "greet", "arguments": {"name": "x", "list": vec![0; 1_001]}});
-    let r = call(&s, Some(&token), 1, "tools/call", wide);
+    let r = call(&s, Some(&token), 9, "tools/call", wide);
     assert_eq!(
         (r.status, json_of(&r)["error"]["code"].as_i64()),
         (400, Some(-32600))
     );
+    assert_eq!(json_of(&r)["id"], 9, "the error names the request");
     let many: serde_json::Map<String, Value> = (0..33)
         .map(|i| (format!("k{i}"), json!({"action": "decline"})))
         .collect();
