@@ -26,7 +26,7 @@ pub struct Config {
     /// one and, during a rotation, the previous one. Secret and shared by
     /// every replica.
     pub state_keys: Keyring,
-    /// How long a `requestState` stays valid.
+    /// How long a `requestState` stays valid (at most `task_ttl_ms`).
     pub request_state_ttl_ms: u64,
     /// Cache hints on `server/discover` and the lists.
     pub discover_ttl_ms: u64,

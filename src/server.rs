@@ -1042,9 +1042,14 @@ impl<S: Store> Server<S> {
         requests: &InputRequests,
         round_state: Value,
     ) -> Result<Value, RpcError> {
-        let expires = ctx
-            .now
-            .saturating_add(self.config.request_state_ttl_ms as i64);
+        // No longer than a task lives: a round that created a task must find
+        // it (or its expiry) when replayed, never a purged id to create
+        // again, running the tool a second time.
+        let ttl = self
+            .config
+            .request_state_ttl_ms
+            .min(self.config.task_ttl_ms);
+        let expires = ctx.now.saturating_add(ttl.min(i64::MAX as u64) as i64);
         let state = mrtr::sign(
             &self.config.state_keys,
             self.ids.as_ref(),

@@ -367,6 +367,58 @@ fn the_server_decides_per_call() {
     assert_eq!(h.status(id), "completed");
 }
 
+/// A task's round is replayable for as long as its task may live, no
+/// longer: once the task has expired and been purged, a replay is refused
+/// instead of creating the task again (and running the tool twice).
+#[test]
+fn a_round_outlives_no_task_it_created() {
+    let mut c = config();
+    c.task_ttl_ms = 60_000;
+    let h = Harness::with_config(
+        std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new()),
+        1,
+        c,
+    );
+    let r1 = h.ok(
+        "tools/call",
+        json!({"name": "test_tool_with_task", "arguments": {}}),
+    );
+    let key = input_keys(&r1)[0].clone();
+    let state = r1["requestState"].as_str().unwrap().to_owned();
+    let round2 = json!({"name": "test_tool_with_task", "arguments": {}, "inputResponses": {&key: accept(json!({"name": "Alice"}))}, "requestState": state});
+    let task = h.ok("tools/call", round2.clone())["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.advance(61_000);
+    h.tick();
+    assert!(
+        mcp_tasks_edge::block_on(mcp_tasks_edge::store::Store::get(h.store.as_ref(), &task))
+            .unwrap()
+            .is_none(),
+        "purged"
+    );
+    let (status, v) = h.send("tools/call", round2);
+    assert_eq!(
+        (status, v["error"]["code"].as_i64()),
+        (200, Some(-32602)),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid requestState"),
+        "{v}"
+    );
+    assert!(
+        mcp_tasks_edge::block_on(mcp_tasks_edge::store::Store::get(h.store.as_ref(), &task))
+            .unwrap()
+            .is_none(),
+        "not created again"
+    );
+}
+
 #[test]
 fn mrtr_rounds_come_before_the_task() {
     let h = Harness::new();
