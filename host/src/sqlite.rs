@@ -53,6 +53,10 @@ CREATE TABLE IF NOT EXISTS entries (
     due_at  INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_due ON entries (due_at, key) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS floor (
+    one     INTEGER PRIMARY KEY CHECK (one = 0),
+    version INTEGER NOT NULL
+);
 ";
 
 /// The SQLite store. Thread-safe: a read borrows a connection from a small
@@ -163,14 +167,26 @@ fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
             expected: None,
             body,
             due_at,
-        } => conditional(
-            c,
-            key,
-            "INSERT INTO entries (key, version, body, due_at) VALUES (?1, 1, ?2, ?3) \
-                 ON CONFLICT (key) DO NOTHING",
-            params![key, body, due_at],
-            1,
-        ),
+        } => {
+            // Above every version a deleted key had (the store contract).
+            let created = c
+                .prepare_cached(
+                    "INSERT INTO entries (key, version, body, due_at) \
+                     VALUES (?1, (SELECT COALESCE(MAX(version), 0) + 1 FROM floor), ?2, ?3) \
+                     ON CONFLICT (key) DO NOTHING RETURNING version",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![key, body, due_at], |r| r.get::<_, i64>(0))
+                        .optional()
+                })
+                .map_err(unavailable)?;
+            match created {
+                Some(v) => version_of(v),
+                None => Err(StoreError::Conflict {
+                    current: current_version(c, key)?,
+                }),
+            }
+        }
         WriteOp::Put {
             key,
             expected: Some(v),
@@ -195,7 +211,14 @@ fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
                 "DELETE FROM entries WHERE key = ?1 AND version = ?2",
                 params![key, expected],
                 0,
+            )?;
+            c.prepare_cached(
+                "INSERT INTO floor (one, version) VALUES (0, ?1) \
+                 ON CONFLICT (one) DO UPDATE SET version = MAX(version, excluded.version)",
             )
+            .and_then(|mut s| s.execute(params![expected]))
+            .map_err(unavailable)?;
+            Ok(0)
         }
     }
 }

@@ -8,9 +8,11 @@
 //! pass [`contract::run`]; the rules it checks are:
 //!
 //! 1. **Versions.** Every successful write returns the entry's new version.
-//!    A key's versions strictly increase while it exists. A new key starts at
-//!    version 1. (Keys are task ids and are never reused after a delete, so a
-//!    re-created key starting at 1 again cannot be confused with its past.)
+//!    A key's versions strictly increase while it exists. A created key
+//!    starts above every version of every key deleted before (1 in a store
+//!    that never deleted one; a Worker keeps this per shard), so a key
+//!    created again after a delete never repeats a version it had: a
+//!    writer that read it before the delete cannot replace the new entry.
 //! 2. **Compare-and-swap.** `put(key, None, ..)` creates only if the key is
 //!    absent; `put(key, Some(v), ..)` replaces only if the current version is
 //!    `v`. Otherwise nothing changes and the result is

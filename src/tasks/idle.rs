@@ -19,12 +19,10 @@
 //! A record written before records carried a `due_at` stays until its next
 //! write gives it one.
 //!
-//! A deleted key starts again at version 1 (the store contract), so a
-//! writer that read the record just before it was deleted can replace a
-//! record created anew since, once that one reaches the version it read,
-//! with its own edit of the old one. Its contents had lapsed, so the most
-//! this loses is the other writer's newest entry: a count that is one low,
-//! never a task.
+//! A record created again after its delete starts above every version it
+//! had (the store contract), so a writer that read it just before the
+//! delete is refused and reads again; it cannot replace the new record
+//! with its edit of the old one.
 
 use super::{quarantine, quota, scratch, streams};
 use crate::store::{Store, StoreError};
@@ -174,6 +172,22 @@ mod tests {
         let entry = block_on(store.get(&key)).unwrap().unwrap();
         assert_eq!((entry.body.as_str(), entry.due_at), (body, Some(9_000)));
         assert_eq!(block_on(lapse(&store, &key, 9_000)), Ok(Lapse::Deleted));
+    }
+
+    /// A writer that read the quota record just before the runner deleted
+    /// it cannot replace the record created since with its edit.
+    #[test]
+    fn a_writer_from_before_the_delete_is_refused() {
+        let store = MemoryStore::new();
+        let key = quota::key(&owner());
+        block_on(store.put(&key, None, r#"{"tasks":{}}"#, Some(10))).unwrap();
+        let stale = block_on(store.get(&key)).unwrap().unwrap();
+        assert_eq!(block_on(lapse(&store, &key, 10)), Ok(Lapse::Deleted));
+        let fresh = r#"{"tasks":{"tsk_new":99999}}"#;
+        block_on(store.put(&key, None, fresh, Some(99_999))).unwrap();
+        let r = block_on(store.put(&key, Some(stale.version), &stale.body, Some(10)));
+        assert!(matches!(r, Err(StoreError::Conflict { .. })), "{r:?}");
+        assert_eq!(block_on(store.get(&key)).unwrap().unwrap().body, fresh);
     }
 
     #[test]

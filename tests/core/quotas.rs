@@ -552,7 +552,8 @@ fn a_round_replayed_concurrently_keeps_its_task_charged() {
         armed: std::cell::Cell::new(true),
         body: Some(their_body),
     };
-    block_on(h2.store.delete(&theirs, 1)).unwrap();
+    let version = block_on(h2.store.get(&theirs)).unwrap().unwrap().version;
+    block_on(h2.store.delete(&theirs, version)).unwrap();
     assert!(start_from_round(&racing, &h2.owner, "nonce-2", now).is_err());
     assert!(
         block_on(quota::listed(h2.store.as_ref(), &h2.owner, now))

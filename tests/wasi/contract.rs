@@ -17,9 +17,9 @@ async fn store_contract_through_the_component() {
     let dir = TempDir::new("contract");
     let rt = runtime(dir.path(), settings(&Clock::System));
     let passed = rt.run_store_contract("contract:").await.unwrap();
-    assert_eq!(passed, Ok(12), "{passed:?}");
+    assert_eq!(passed, Ok(13), "{passed:?}");
     // Run again on the same store: the suite cleans up after itself.
-    assert_eq!(rt.run_store_contract("contract:").await.unwrap(), Ok(12));
+    assert_eq!(rt.run_store_contract("contract:").await.unwrap(), Ok(13));
     assert_eq!(rt.store().due(i64::MAX, 100).unwrap(), Vec::<String>::new());
     assert_eq!(rt.traps(), 0);
 }
@@ -30,7 +30,7 @@ fn store_contract_natively() {
     let store = SqliteStore::open(dir.path()).unwrap();
     let report = block_on(contract::run(&store, "native:"));
     assert!(report.failures.is_empty(), "{report}");
-    assert_eq!(report.passed, 12, "{report}");
+    assert_eq!(report.passed, 13, "{report}");
 }
 
 #[test]

@@ -42,9 +42,12 @@ const MISCONFIGURED_RETRY_MS: Millis = 60_000;
 /// restart) and is set again.
 const STALE_ALARM_MS: Millis = 5_000;
 
-const SCHEMA: [&str; 2] = [
+const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS tasks (key TEXT PRIMARY KEY, version INTEGER NOT NULL, body TEXT NOT NULL, due_at INTEGER)",
     "CREATE INDEX IF NOT EXISTS tasks_due ON tasks (due_at)",
+    // The highest version of any key deleted here: keys created later start
+    // above it (the store contract).
+    "CREATE TABLE IF NOT EXISTS floor (one INTEGER PRIMARY KEY CHECK (one = 0), version INTEGER NOT NULL)",
 ];
 
 fn sql_error(what: &str, e: worker::Error) -> StoreError {
@@ -137,7 +140,10 @@ impl SqlStore {
         if current != expected {
             return Err(StoreError::Conflict { current });
         }
-        let next = expected.map_or(1, |v| v + 1);
+        let next = match expected {
+            Some(v) => v + 1,
+            None => self.floor()? + 1,
+        };
         let version =
             i64::try_from(next).map_err(|_| StoreError::Unavailable("version overflow".into()))?;
         if expected.is_none() {
@@ -159,7 +165,24 @@ impl SqlStore {
         if current != Some(expected) {
             return Err(StoreError::Conflict { current });
         }
-        self.exec("DELETE FROM tasks WHERE key = ?", vec![key.into()])
+        self.exec("DELETE FROM tasks WHERE key = ?", vec![key.into()])?;
+        let version = i64::try_from(expected)
+            .map_err(|_| StoreError::Unavailable("version overflow".into()))?;
+        self.exec(
+            "INSERT INTO floor (one, version) VALUES (0, ?) \
+             ON CONFLICT (one) DO UPDATE SET version = MAX(version, excluded.version)",
+            vec![version.into()],
+        )
+    }
+
+    /// The highest version of any key deleted here (0: none).
+    fn floor(&self) -> Result<Version, StoreError> {
+        let rows = self.rows("SELECT version FROM floor", Vec::new())?;
+        match rows.first().map(|r| r.first().and_then(int)) {
+            None => Ok(0),
+            Some(Some(v)) if v >= 0 => Ok(v as Version),
+            Some(_) => Err(StoreError::Unavailable("bad floor".into())),
+        }
     }
 
     /// Up to `limit` due keys with their due times, earliest first (uses the
