@@ -489,22 +489,42 @@ async function oneSecondStep() {
   });
 }
 
+// Every shard's version floor (tests/workerd/wrangler.toml: 16 shards).
+// A key created on a shard starts one above the floor the shard had then.
+async function floors() {
+  const all = [];
+  for (let shard = 0; shard < 16; shard++) all.push((await hook('floor', { shard })).reply.version);
+  return all;
+}
+
+// Checks that the task's stored version stands for `writes` writes, given
+// the shards' floors read before it was created. Should its shard delete a
+// key meanwhile (its floor rising), the create's floor is known only to lie
+// between the two readings.
+async function storedWrites(taskId, before, writes, what) {
+  const { shard, reply } = await hook('shard', { get: { key: taskId } });
+  const after = (await hook('floor', { shard })).reply.version;
+  const version = reply.entry.version;
+  check(version - after <= writes && writes <= version - before[shard],
+    `${what}: version ${version} on shard ${shard} (floor ${before[shard]} before the create, ${after} now), expected ${writes} writes`);
+  return version - before[shard];
+}
+
 async function replayableSteps() {
   await test('a replayable step (generate_report) commits with one write; a claimed one (confirm_delete) with two', async () => {
+    const before = await floors();
     const replayable = await startTask('generate_report', { size: 'small' });
     const claimed = await startTask('confirm_delete', { filename: 'f' });
-    const versions = {};
-    for (const [name, taskId] of [['generate_report', replayable], ['confirm_delete', claimed]]) {
-      const t = await waitFor(taskId, (x) => x.status === 'input_required', 'ask for input');
-      const { reply } = await hook('shard', { get: { key: taskId } });
-      versions[name] = reply.entry.version;
-      figure(`${name}: first step committed ${Date.parse(t.lastUpdatedAt) - Date.parse(t.createdAt)} ms after creation, stored version ${reply.entry.version}`);
-    }
-    // The create is version 1. A claimed step adds its lease and its
+    // The create is one write. A claimed step adds its lease and its
     // commit; a replayable one found due within 2 s only its commit.
-    equal(versions, { generate_report: 2, confirm_delete: 3 }, 'stored versions after the first step');
+    for (const [name, taskId, writes] of [['generate_report', replayable, 2], ['confirm_delete', claimed, 3]]) {
+      const t = await waitFor(taskId, (x) => x.status === 'input_required', 'ask for input');
+      const n = await storedWrites(taskId, before, writes, `${name} after the first step`);
+      figure(`${name}: first step committed ${Date.parse(t.lastUpdatedAt) - Date.parse(t.createdAt)} ms after creation, ${n} writes stored`);
+    }
   });
   await test('the answer that makes a replayable step due runs that step inside tasks/update', async () => {
+    const before = await floors();
     const taskId = await startTask('generate_report', { size: 'small' });
     const t = await waitFor(taskId, (x) => x.status === 'input_required', 'ask for input');
     const key = Object.keys(t.inputRequests)[0];
@@ -513,21 +533,20 @@ async function replayableSteps() {
     // No waiting: the step already ran and its outcome was stored with the answer.
     const done = await getTask(taskId);
     check(done.status === 'completed', `status right after the update: ${done.status}`);
-    const { reply } = await hook('shard', { get: { key: taskId } });
-    equal(reply.entry.version, 3, 'stored version (create, first step, answer with the second step)');
+    await storedWrites(taskId, before, 3, 'stored writes (create, first step, answer with the second step)');
   });
 }
 
 async function inlineCreate() {
   await test('a replayable first step due at once runs inside tools/call (MCP_REPORT_OUTLINE_MS=0, do+kv-cache)', async () => {
+    const before = await floors();
     const r = await call('tools/call', { name: 'generate_report', arguments: { size: 'small' } });
     check(r.status === 200 && r.body?.result?.resultType === 'task', `tools/call: ${r.status} ${JSON.stringify(r.body)}`);
     check(r.body.result.status === 'input_required', `status in the create's answer: ${r.body.result.status}`);
     const taskId = r.body.result.taskId;
     const t = await getTask(taskId);
     check(t.status === 'input_required' && Object.keys(t.inputRequests ?? {}).length === 1, `tasks/get: ${JSON.stringify(t)}`);
-    const { reply } = await hook('shard', { get: { key: taskId } });
-    equal(reply.entry.version, 1, 'stored version (one write: the create with its first step)');
+    await storedWrites(taskId, before, 1, 'one write: the create with its first step');
   });
 }
 

@@ -298,6 +298,8 @@ impl Shard {
             }
             Op::Due { now, limit } => store.due_now(now, limit).map(Reply::Due),
             Op::NextDue => store.next_due_now().map(Reply::NextDue),
+            #[cfg(feature = "test-hooks")]
+            Op::Floor => store.floor().map(Reply::Version),
             Op::Sweep => return Reply::Swept(self.sweep("cron").await),
             #[cfg(feature = "test-hooks")]
             Op::AlarmGet => {

@@ -7,6 +7,8 @@
 //!   delete the alarm of the shard that owns a task (a lost alarm);
 //! - `POST /__test/shard {op}`: one raw operation on the shard that owns
 //!   `key`, bypassing the KV cache;
+//! - `POST /__test/floor {"shard"}`: that shard's version floor (keys
+//!   created there now start above it);
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
 //!   namespace itself (`get` also reports the key's expiration);
 //! - `POST /__test/memory`: this isolate's wasm linear memory, in bytes;
@@ -53,6 +55,11 @@ struct ContractArgs {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct FloorArgs {
+    shard: u32,
+}
+
+#[derive(Deserialize)]
 struct AlarmArgs {
     task_id: String,
     action: String,
@@ -141,6 +148,16 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 other => return bad(format!("unknown action {other}")),
             };
             on_shard(&store, &args.task_id, &op).await
+        }
+        "floor" => {
+            let args: FloorArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            match store.inner().call(args.shard, &Op::Floor).await {
+                Ok(reply) => json(200, &json!({"shard": args.shard, "reply": reply})),
+                Err(e) => json(503, &json!({"error": e.to_string()})),
+            }
         }
         "shard" => {
             let op: Op = match serde_json::from_str(&body) {

@@ -115,6 +115,10 @@ pub enum Op {
     AlarmGet,
     #[cfg(feature = "test-hooks")]
     AlarmDelete,
+    /// Test hooks: the shard's version floor (what a key created now starts
+    /// above).
+    #[cfg(feature = "test-hooks")]
+    Floor,
 }
 
 impl Op {
