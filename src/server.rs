@@ -70,6 +70,20 @@ pub struct Mirror<'a> {
     pub headers: &'a [(&'a str, &'a str)],
 }
 
+/// Whether a mirrored header's (decoded) text stands for the body's
+/// `value`: a string as it is, a boolean as its JSON text, a number by its
+/// value (`42.0` in the body is `42` in the header, as the spec suggests).
+fn mirrors(text: &str, value: &Value) -> bool {
+    match value {
+        Value::String(s) => text == s,
+        Value::Number(n) => {
+            let parsed = text.parse::<f64>().ok().filter(|f| f.is_finite());
+            text == n.to_string() || parsed.is_some_and(|f| Some(f) == n.as_f64())
+        }
+        other => text == other.to_string(),
+    }
+}
+
 impl Mirror<'_> {
     /// No headers to check (a transport without them, or tests of the core).
     pub fn none() -> Mirror<'static> {
@@ -103,14 +117,13 @@ impl Mirror<'_> {
             let header = format!("Mcp-Param-{suffix}");
             let expected = match arguments.and_then(|a| a.get(param)) {
                 None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(v @ (Value::Number(_) | Value::Bool(_))) => Some(v.to_string()),
+                Some(v @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => Some(v),
                 Some(_) => continue,
             };
             match (self.header(&header), expected) {
                 (HeaderValue::Absent, None) => {}
                 (HeaderValue::Present(v), Some(want))
-                    if decode_sentinel(v).as_deref() == Some(want.as_str()) => {}
+                    if decode_sentinel(v).is_some_and(|got| mirrors(&got, want)) => {}
                 (HeaderValue::Absent, Some(_)) => {
                     return Err(RpcError::header_mismatch(format!(
                         "the {header} header is required."

@@ -263,4 +263,27 @@ fn mirrored_argument_headers_must_match_the_body() {
         mismatch(call(Some("Hello"), Some("=?base64?SGVs!!!bG8=?="))),
         "bad alphabet"
     );
+
+    // An integer argument is compared by its value.
+    let priority = |value: Value, header: &str| -> (u16, Value) {
+        let mut msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "test_custom_headers", "arguments": {"region": "eu", "priority": value}}});
+        msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
+        let mut headers = standard_headers(&msg);
+        headers.push(("mcp-param-region".to_owned(), "eu".to_owned()));
+        headers.push(("mcp-param-priority".to_owned(), header.to_owned()));
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
+        (r.status, crate::support::body_json(&r))
+    };
+    assert!(ok(priority(json!(3), "3")));
+    assert!(ok(priority(json!(3.0), "3")), "3.0 in the body is 3");
+    assert!(ok(priority(json!(42), "42.0")), "42.0 in the header is 42");
+    assert!(ok(priority(json!(-7), "=?base64?LTc=?=")));
+    assert!(mismatch(priority(json!(3), "4")));
+    assert!(mismatch(priority(json!(3), "3x")));
+    assert!(mismatch(priority(json!(3), "three")));
 }
