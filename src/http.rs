@@ -561,6 +561,10 @@ enum Source {
     Frames(VecDeque<Vec<u8>>),
     #[cfg(feature = "legacy")]
     Legacy(Box<crate::legacy::Stream>),
+    /// A 2025-03-26 batch's answers: those known now, then each stream's
+    /// in turn.
+    #[cfg(feature = "legacy")]
+    Batch(VecDeque<Vec<u8>>, VecDeque<crate::legacy::Stream>),
 }
 
 impl EventStream {
@@ -586,6 +590,17 @@ impl EventStream {
     }
 
     #[cfg(feature = "legacy")]
+    pub(crate) fn batch(frames: Vec<Vec<u8>>, streams: Vec<crate::legacy::Stream>) -> Self {
+        EventStream {
+            source: Source::Batch(
+                frames.iter().map(|f| sse_event(f)).collect(),
+                streams.into(),
+            ),
+            last_sent: None,
+        }
+    }
+
+    #[cfg(feature = "legacy")]
     pub(crate) fn legacy(stream: crate::legacy::Stream) -> Self {
         EventStream {
             source: Source::Legacy(Box::new(stream)),
@@ -603,6 +618,8 @@ impl EventStream {
             Source::Frames(_) => {}
             #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.end_by(at),
+            #[cfg(feature = "legacy")]
+            Source::Batch(_, streams) => streams.iter_mut().for_each(|l| l.end_by(at)),
         }
     }
 
@@ -623,6 +640,21 @@ impl EventStream {
             Source::Frames(f) => f.pop_front().map_or(Next::End, Next::Send),
             #[cfg(feature = "legacy")]
             Source::Legacy(l) => l.advance(server, now).await,
+            #[cfg(feature = "legacy")]
+            Source::Batch(frames, streams) => loop {
+                if let Some(f) = frames.pop_front() {
+                    break Next::Send(f);
+                }
+                let Some(l) = streams.front_mut() else {
+                    break Next::End;
+                };
+                match l.advance(server, now).await {
+                    Next::End => {
+                        streams.pop_front();
+                    }
+                    next => break next,
+                }
+            },
         };
         match next {
             Next::Send(_) => self.last_sent = Some(now),

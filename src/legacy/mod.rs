@@ -34,6 +34,10 @@
 //! no cleanup. A request without a session is served with no declared
 //! client capabilities.
 //!
+//! A 2025-03-26 session may send a JSON-RPC batch (up to 32 messages): each
+//! message is answered as if it came alone, in one JSON array, or as SSE
+//! when one of them streams.
+//!
 //! # Tasks (2025-11-25, experimental)
 //!
 //! `tools/call` with `params.task` creates the same durable task the modern
@@ -84,6 +88,12 @@ const LATEST: &str = "2025-11-25";
 
 /// The first revision with tasks.
 const TASKS_SINCE: &str = "2025-11-25";
+
+/// The one revision with JSON-RPC batches (2025-06-18 removed them).
+const BATCHES_IN: &str = "2025-03-26";
+
+/// Most messages one batch may carry.
+const MAX_BATCH: usize = 32;
 
 const INITIALIZE: &str = "initialize";
 const PING: &str = "ping";
@@ -222,6 +232,9 @@ pub async fn serve<S: Store>(
     };
     let msg = match parse_message(req.body) {
         Ok(m) => m,
+        Err(_) if lc.version == BATCHES_IN && is_array(req.body) => {
+            return batch(server, &lc, req.body).await;
+        }
         Err(e) => {
             // Not a request or notification: perhaps the client's answer to
             // a request this adapter sent.
@@ -256,6 +269,84 @@ pub async fn serve<S: Store>(
     };
     response.trace = trace;
     response
+}
+
+/// Whether `body` is a JSON array (by its first byte; the reading decides
+/// the rest).
+fn is_array(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+}
+
+/// A 2025-03-26 batch: each message in order, as if it came alone. Requests
+/// answered now are answered as a JSON array; if one answers over a stream
+/// (a task tool's held call) or with progress, every answer goes out as
+/// SSE, the streams' in turn. `initialize` may not be part of a batch.
+async fn batch<S: Store>(server: &Server<S>, lc: &Ctx<'_>, body: &[u8]) -> HttpResponse {
+    let refused =
+        |why: &str| HttpResponse::json(400, error_bytes(None, &RpcError::invalid_request(why)));
+    let Ok(items) = crate::json::from_slice::<Vec<&RawValue>>(body) else {
+        return HttpResponse::json(400, error_bytes(None, &RpcError::parse_error()));
+    };
+    if items.is_empty() {
+        return refused("An empty batch has nothing to answer.");
+    }
+    if items.len() > MAX_BATCH {
+        return refused(&format!(
+            "A batch may carry at most {MAX_BATCH} messages; send the rest in another."
+        ));
+    }
+    let mut answers = Vec::new();
+    let mut streams = Vec::new();
+    let mut notifications = false;
+    for item in items {
+        let text = item.get().as_bytes();
+        let msg = match parse_message(text) {
+            Ok(m) => m,
+            Err(e) => {
+                // The client's answer to a request of ours is taken as in a
+                // POST of its own; a response gets no answer.
+                if client_response(server, text, lc.ctx).await.is_none() {
+                    answers.push(error_bytes(e.id.as_ref(), &e.error));
+                }
+                continue;
+            }
+        };
+        let Some(id) = msg.id else {
+            continue;
+        };
+        if msg.method == INITIALIZE {
+            let e = RpcError::invalid_request("initialize must not be part of a batch.");
+            answers.push(error_bytes(Some(&id), &e));
+            continue;
+        }
+        let raw = msg.params.unwrap_or("{}");
+        let mut trace = Trace::default();
+        match dispatch(server, lc, &id, &msg.method, raw, &mut trace).await {
+            Ok(Answer::Json(b) | Answer::Initialized(b, _)) => answers.push(b),
+            Ok(Answer::Frames(frames)) => {
+                notifications |= frames.len() > 1;
+                answers.extend(frames);
+            }
+            Ok(Answer::Stream(stream)) => streams.push(stream),
+            Err(e) => answers.push(error_bytes(Some(&id), &e)),
+        }
+    }
+    if answers.is_empty() && streams.is_empty() {
+        return accepted();
+    }
+    if streams.is_empty() && !notifications {
+        let mut array = Vec::with_capacity(answers.iter().map(|a| a.len() + 1).sum::<usize>() + 1);
+        array.push(b'[');
+        for (i, a) in answers.iter().enumerate() {
+            if i > 0 {
+                array.push(b',');
+            }
+            array.extend_from_slice(a);
+        }
+        array.push(b']');
+        return HttpResponse::json(200, array);
+    }
+    HttpResponse::event_stream(EventStream::batch(answers, streams))
 }
 
 fn accepted() -> HttpResponse {

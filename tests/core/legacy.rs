@@ -512,6 +512,112 @@ fn a_cancel_during_a_running_step_answers_cancelled_and_holds() {
     );
 }
 
+/// 2025-03-26 is the one revision with batches: each message is answered
+/// as if it came alone, in a JSON array, or as SSE when a call streams.
+#[test]
+fn a_2025_03_26_session_sends_batches() {
+    let h = Harness::new();
+    let r = h.post_raw(
+        &[("content-type", "application/json")],
+        &serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"}}}))
+        .unwrap(),
+    );
+    assert_eq!(body_json(&r)["result"]["protocolVersion"], "2025-03-26");
+    let session = r.header("mcp-session-id").unwrap().to_owned();
+    // A 2025-03-26 client sends no protocol version header.
+    let post = |body: &Value| {
+        h.post_raw(
+            &[
+                ("content-type", "application/json"),
+                ("mcp-session-id", session.as_str()),
+            ],
+            &serde_json::to_vec(body).unwrap(),
+        )
+    };
+    let r = post(&json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "two", "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 4},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": "Ada"}}}
+    ]));
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (200, Some("application/json"))
+    );
+    let v = body_json(&r);
+    let answers = v.as_array().unwrap();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(
+        ids,
+        [&json!(1), &json!("two"), &json!(3), &json!(4), &json!(5)],
+        "{v}"
+    );
+    assert!(answers[0]["result"]["tools"].is_array(), "{v}");
+    assert_eq!(answers[1]["result"], json!({}));
+    assert_eq!(
+        answers[2]["error"]["code"], -32600,
+        "initialize is not batched"
+    );
+    assert_eq!(answers[3]["error"]["code"], -32600);
+    assert!(
+        answers[4]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Ada"),
+        "{v}"
+    );
+
+    // A call held until its task ends: everything as SSE, the held call last.
+    let r = post(&json!([
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "slow_compute", "arguments": {"seconds": 1}}},
+        {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    ]));
+    let mut stream = stream_of(r);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    assert_eq!(frames[0]["id"], 7, "{frames:?}");
+    h.advance(1_000);
+    h.tick();
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let last = frames.last().unwrap();
+    assert_eq!(last["id"], 6, "{frames:?}");
+    assert!(last["result"]["content"].is_array(), "{last}");
+
+    // Only notifications: accepted. Empty, or too long: refused.
+    let r = post(&json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]));
+    assert_eq!(r.status, 202);
+    let r = post(&json!([]));
+    assert_eq!(
+        (r.status, body_json(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+    let many: Vec<Value> = (0..33)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "ping"}))
+        .collect();
+    let r = post(&Value::Array(many));
+    assert_eq!(
+        (r.status, body_json(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+
+    // Later revisions have no batches.
+    let mut c = Legacy::connect(&h, json!({}));
+    let r = c.raw(
+        &json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]),
+        true,
+    );
+    c.next += 1;
+    assert_eq!(
+        (r.status, body_json(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
+}
+
 #[test]
 fn modern_requests_never_reach_the_adapter() {
     let h = Harness::new();
