@@ -51,7 +51,7 @@ impl Default for Limits {
 ///
 /// Strings, most of any message, are crossed eight bytes at a time to the
 /// next quote or backslash; the members of each open array or object are
-/// counted on the stack (up to [`INLINE_DEPTH`] levels, beyond which a
+/// counted on the stack (up to 64 levels, beyond which a
 /// configured depth spills to the heap).
 pub fn check_shape(body: &[u8], limits: &Limits) -> Result<(), String> {
     let mut inline = [0usize; INLINE_DEPTH];

@@ -25,7 +25,7 @@
 //!
 //! Both records are written due when nothing in them is live any more (the
 //! last listed task or charged sum expired, the creation bucket full
-//! again), and the runner deletes them then ([`super::idle`]): an owner who
+//! again), and the runner deletes them then (`tasks::idle`): an owner who
 //! goes away leaves no record behind.
 
 use serde::{Deserialize, Serialize};

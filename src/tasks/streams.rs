@@ -6,7 +6,7 @@
 //! when its lease runs out. A record that cannot be read is refused
 //! loudly, never reset. The record is written due [`KEEP_MS`] after its
 //! last lease runs out, and the runner deletes it then
-//! ([`super::idle`]).
+//! (`tasks::idle`).
 
 use crate::sorted::SortedMap;
 
