@@ -491,6 +491,21 @@ async fn serve_checked<S: Store>(
     response
 }
 
+/// Whether the answer to `req` is complete when [`handle`] returns (JSON,
+/// or SSE frames all known by then), judged before running it: by its
+/// headers, and for a 2025-11-25 request by its method. A host may then
+/// take it through a one-call export (the component's `exchange`) and is
+/// sure never to run it twice; `false` only says it may stream (a
+/// `subscriptions/listen`, or a legacy call held open).
+pub fn answers_at_once(req: &HttpRequest<'_>) -> bool {
+    #[cfg(feature = "legacy")]
+    if crate::legacy::claims(req) {
+        return crate::legacy::answers_at_once(req.body);
+    }
+    // A body that says otherwise fails the header check, at once.
+    req.header("mcp-method").map(trim_ows) != Some(crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
+}
+
 /// The wait a 429's error names (`error.data.retryAfterMs`, the creation
 /// rate's), if any.
 fn retry_after_ms(r: &HttpResponse) -> Option<u64> {
@@ -586,6 +601,15 @@ impl EventStream {
         EventStream {
             source: Source::Frames(frames.iter().map(|f| sse_event(f)).collect()),
             last_sent: None,
+        }
+    }
+
+    /// The whole stream as one body, if every frame is known already (a
+    /// call's progress and result); otherwise the stream as it was.
+    pub fn complete(self) -> Result<Vec<u8>, EventStream> {
+        match self.source {
+            Source::Frames(frames) => Ok(frames.into_iter().flatten().collect()),
+            source => Err(EventStream { source, ..self }),
         }
     }
 

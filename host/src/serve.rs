@@ -492,7 +492,8 @@ async fn serve_one(
                 ticker.poke(&runtime);
                 return Ok(plain(resp.status, resp.headers, resp.body));
             }
-            // A stream after all: serve the same request through wasi:http.
+            // Its answer may stream: declined before anything ran, so it
+            // is served through wasi:http (once).
             Ok(None) => Request::from_parts(
                 parts,
                 Full::new(Bytes::from(request.body))

@@ -271,6 +271,29 @@ pub async fn serve<S: Store>(
     response
 }
 
+/// Whether a request [`claims`] chose is answered at once, never held open
+/// as a stream: all but `tools/call` and `tasks/result` (the two that
+/// [`dispatch`] may answer with a [`Stream`]), and a batch, which may carry
+/// them.
+pub(crate) fn answers_at_once(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    if is_array(body) {
+        return false;
+    }
+    match crate::json::from_slice::<Peek<'_>>(body) {
+        Ok(p) => !matches!(
+            p.method.as_deref(),
+            Some(methods::TOOLS_CALL | TASKS_RESULT)
+        ),
+        // Not a message: an error, at once.
+        Err(_) => true,
+    }
+}
+
 /// Whether `body` is a JSON array (by its first byte; the reading decides
 /// the rest).
 fn is_array(body: &[u8]) -> bool {

@@ -146,3 +146,125 @@ async fn exchange_and_wasi_http_answer_alike() {
     assert!(got.is_none());
     assert_eq!(rt.traps(), 0);
 }
+
+/// A request whose answer may be a stream is declined before anything runs
+/// (the host then serves it through `wasi:http`, once); frames all known by
+/// the end of the call come back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_may_stream_is_declined_before_it_runs() {
+    let dir = TempDir::new("exchange-declines");
+    let rt = runtime(dir.path(), settings(&Clock::manual(T0)));
+    let tasks = || {
+        rt.store()
+            .due(i64::MAX, 1_000)
+            .unwrap()
+            .into_iter()
+            .filter(|k| k.starts_with("tsk_"))
+            .count()
+    };
+    let legacy = |session: Option<&str>| {
+        let mut h = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            (
+                "accept".to_owned(),
+                "application/json, text/event-stream".to_owned(),
+            ),
+            ("mcp-protocol-version".to_owned(), "2025-11-25".to_owned()),
+        ];
+        if let Some(s) = session {
+            h.push(("mcp-session-id".to_owned(), s.to_owned()));
+        }
+        h
+    };
+    let body = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
+
+    // 2025-11-25: initialize answers at once.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "legacy", "version": "1"}}});
+    let (status, headers, _) = exchange_raw(&rt, "POST", "/mcp", &legacy(None), body(init))
+        .await
+        .expect("initialize answers at once");
+    assert_eq!(status, 200);
+    let session = headers
+        .iter()
+        .find(|(k, _)| k == "mcp-session-id")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    let h = legacy(Some(&session));
+
+    // A task tool's call held open until the task ends: declined, and
+    // nothing was created.
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow_compute", "arguments": {"seconds": 1, "label": "once"}}});
+    assert!(
+        exchange_raw(&rt, "POST", "/mcp", &h, body(call.clone()))
+            .await
+            .is_none()
+    );
+    assert_eq!(tasks(), 0, "the declined call ran");
+    // Through wasi:http (as a task, answered at once): one task.
+    let mut as_task = call.clone();
+    as_task["params"]["task"] = json!({});
+    let a = raw(&rt, "POST", "/mcp", &h, body(as_task)).await;
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(tasks(), 1);
+    // An escaped method name is still that method.
+    let escaped = br#"{"jsonrpc":"2.0","id":3,"method":"tools\/call","params":{"name":"slow_compute","arguments":{"seconds":1}}}"#;
+    assert!(
+        exchange_raw(&rt, "POST", "/mcp", &h, escaped.to_vec())
+            .await
+            .is_none()
+    );
+    assert_eq!(tasks(), 1);
+    // tasks/result may hold too; tasks/list answers at once.
+    let result =
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/result", "params": {"taskId": "tsk_x"}});
+    assert!(
+        exchange_raw(&rt, "POST", "/mcp", &h, body(result))
+            .await
+            .is_none()
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/list"});
+    let (status, _, out) = exchange_raw(&rt, "POST", "/mcp", &h, body(list))
+        .await
+        .expect("tasks/list answers at once");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&out));
+
+    // 2026-07-28: a call's progress and result, all known when it returns,
+    // come back whole, byte for byte what wasi:http streams.
+    let mut params = json!({"name": "test_tool_with_progress", "arguments": {}});
+    params["_meta"] = meta(caps());
+    params["_meta"]["progressToken"] = json!("p1");
+    let progress = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": params});
+    let (status, headers, out) = exchange_raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &standard_headers(&progress),
+        body(progress.clone()),
+    )
+    .await
+    .expect("frames known at once");
+    assert_eq!(status, 200);
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == "text/event-stream")
+    );
+    let text = String::from_utf8(out.clone()).unwrap();
+    assert!(
+        text.starts_with("data: ") && text.contains("notifications/progress"),
+        "{text}"
+    );
+    let a = raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &standard_headers(&progress),
+        body(progress),
+    )
+    .await;
+    assert_eq!(out, a.body.to_vec());
+    assert_eq!(rt.traps(), 0);
+}

@@ -1,6 +1,9 @@
 //! `exchange.handle`: the MCP endpoint as one function call. Same core
 //! function as the `wasi:http` handler, without streams: a request whose
-//! answer would be a stream returns `none` (the host then uses `wasi:http`).
+//! answer may be a stream ([`http::answers_at_once`]) returns `none` before
+//! anything runs (the host then uses `wasi:http`), so no request ever runs
+//! twice. SSE frames all known at the end of the call (a call's progress
+//! and its result) come back as one `text/event-stream` body.
 
 use super::bindings::exports::mcp::tasks_edge::exchange::{Guest, Request, Response};
 use super::{App, Component, misconfigured, now_ms, with_server};
@@ -16,31 +19,43 @@ impl<A: App> Guest for Component<A> {
 /// `exchange.handle` (not generic: see [`Component`]).
 #[inline(never)]
 fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
+    let headers = http::header_block(&request.headers);
+    let req = HttpRequest {
+        method: &request.method,
+        path: &request.path,
+        headers: &headers,
+        body: &request.body,
+    };
+    if !http::answers_at_once(&req) {
+        return None;
+    }
     let response = with_server(tools, |server| match server {
         Ok(server) => {
-            let headers = http::header_block(&request.headers);
-            let req = HttpRequest {
-                method: &request.method,
-                path: &request.path,
-                headers: &headers,
-                body: &request.body,
-            };
             let response = crate::block_on(http::handle(server, &req, now_ms()));
             super::log_detail(&response);
             response
         }
         Err(_) => misconfigured(),
     });
-    into_response(response)
+    Some(into_response(response))
 }
 
-fn into_response(response: HttpResponse) -> Option<Response> {
+fn into_response(response: HttpResponse) -> Response {
     let body = match response.body {
-        HttpBody::Events(_) => return None,
+        HttpBody::Events(events) => match events.complete() {
+            Ok(bytes) => bytes,
+            // Not reached: such a request is declined before it runs.
+            // Failing loudly beats running it again through wasi:http.
+            Err(_) => {
+                let e = crate::error::RpcError::internal("Internal error.");
+                let r = HttpResponse::json(500, crate::protocol::jsonrpc::error_bytes(None, &e));
+                return into_response(r);
+            }
+        },
         HttpBody::Bytes(bytes) => bytes,
         HttpBody::Empty => Vec::new(),
     };
-    Some(Response {
+    Response {
         status: response.status,
         headers: response
             .headers
@@ -48,5 +63,5 @@ fn into_response(response: HttpResponse) -> Option<Response> {
             .map(|(name, value)| (name.to_owned(), value))
             .collect(),
         body,
-    })
+    }
 }
