@@ -334,6 +334,9 @@ impl TaskRecord {
         self.answers.clear();
         self.cancel_requested = false;
         self.state = Value::Null;
+        // No step runs for a finished task: a lease left on it (one that
+        // ran out before a cancel) would keep it due at that lease's end.
+        self.lease = None;
     }
 
     /// The task as it goes on the wire, with the payload its status implies.

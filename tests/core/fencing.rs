@@ -269,3 +269,23 @@ fn two_runners_may_run_a_replayable_step_at_once_and_exactly_one_commits() {
         "{got}"
     );
 }
+
+/// A task cancelled after its step's lease ran out (the runner slow or
+/// gone) is due only when it expires, not at that lease's end for ever
+/// (every tick read it again, and a Worker's alarm fired each second).
+#[test]
+fn a_task_cancelled_after_its_lease_ran_out_is_not_due_again() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 1}));
+    h.advance(1_000);
+    let _lost = claimed(block_on(h.server.runner().claim(&task, h.now.get())).unwrap());
+    h.advance(h.server.config().lease_ms as i64 + 1);
+    let info = json!({"name": "test", "version": "0"});
+    let service = mcp_tasks_edge::tasks::TaskService::new(h.store.as_ref(), &info);
+    block_on(service.cancel(&h.owner, &task, h.now.get())).unwrap();
+    assert_eq!(h.status(&task), "cancelled");
+    let entry = block_on(h.store.get(&task)).unwrap().unwrap();
+    let record = mcp_tasks_edge::tasks::decode(&entry.body).unwrap();
+    assert_eq!(entry.due_at, Some(record.expires_at()));
+    assert_eq!(h.tick().due, 0);
+}
