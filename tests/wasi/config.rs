@@ -55,7 +55,7 @@ async fn invalid_settings_answer_503_without_secrets() {
         // The diagnostics need no settings.
         assert_eq!(
             rt.run_store_contract("cfg:").await.unwrap(),
-            Ok(12),
+            Ok(13),
             "{what}"
         );
         assert_eq!(rt.traps(), 0, "{what}");
