@@ -54,12 +54,12 @@ struct ContractArgs {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct FloorArgs {
     shard: u32,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct AlarmArgs {
     task_id: String,
     action: String,
