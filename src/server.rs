@@ -80,7 +80,10 @@ fn mirrors(text: &str, value: &Value) -> bool {
             let parsed = text.parse::<f64>().ok().filter(|f| f.is_finite());
             text == n.to_string() || parsed.is_some_and(|f| Some(f) == n.as_f64())
         }
-        other => text == other.to_string(),
+        Value::Bool(b) => text == if *b { "true" } else { "false" },
+        Value::Null => text == "null",
+        // Only scalars are mirrored into headers.
+        Value::Array(_) | Value::Object(_) => false,
     }
 }
 
