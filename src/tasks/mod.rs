@@ -377,6 +377,14 @@ pub struct NewTask<'a> {
     pub key_id: Option<String>,
 }
 
+/// The refusal of a round whose id holds no task of the caller's.
+fn stale_round() -> TaskError {
+    TaskError::InvalidInput(
+        "Invalid requestState: it was altered, has expired, or belongs to another request."
+            .to_owned(),
+    )
+}
+
 /// The id of the task a verified MRTR round with `nonce` creates (keyed by
 /// the state key that signed the round), so that replaying the round finds
 /// the same task.
@@ -600,6 +608,17 @@ impl<'a, S: Store> TaskService<'a, S> {
         match id {
             NewTaskId::FromRound { secret, nonce } => {
                 record.id = round_task_id(secret, nonce, limits.placements);
+                // A replay of a round whose task exists answers with that
+                // task: its first step is not run again, and it is not
+                // charged again (a finished one has left the unfinished
+                // list, and would count against the limit anew).
+                if let Some((_, existing)) = load(self.store, &record.id).await? {
+                    return if existing.visible_to(owner, now) {
+                        Ok(existing)
+                    } else {
+                        Err(stale_round())
+                    };
+                }
                 let (record, body) = match self.stepped(&record, now).await {
                     Some((stepped, body)) => (stepped, Some(body)),
                     None => (record, None),
@@ -609,10 +628,7 @@ impl<'a, S: Store> TaskService<'a, S> {
                 }
                 match load(self.store, &record.id).await? {
                     Some((_, existing)) if existing.visible_to(owner, now) => Ok(existing),
-                    _ => Err(TaskError::InvalidInput(
-                        "Invalid requestState: it was altered, has expired, or belongs to another request."
-                            .to_owned(),
-                    )),
+                    _ => Err(stale_round()),
                 }
             }
             NewTaskId::Random(ids) => {

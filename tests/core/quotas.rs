@@ -483,6 +483,17 @@ fn start_from_round<S: Store>(
     nonce: &str,
     now: i64,
 ) -> Result<String, mcp_tasks_edge::tasks::TaskError> {
+    start_from_round_within(store, owner, nonce, now, 5)
+}
+
+/// [`start_from_round`] with at most `max_outstanding` unfinished tasks.
+fn start_from_round_within<S: Store>(
+    store: &S,
+    owner: &mcp_tasks_edge::tasks::record::Owner,
+    nonce: &str,
+    now: i64,
+    max_outstanding: usize,
+) -> Result<String, mcp_tasks_edge::tasks::TaskError> {
     use mcp_tasks_edge::tasks::{NewTask, NewTaskId, StartLimits, TaskService, quota::Quota};
     let info = json!({"name": "test", "version": "0"});
     let new = NewTask {
@@ -500,7 +511,7 @@ fn start_from_round<S: Store>(
     };
     let limits = StartLimits {
         quota: Quota {
-            max_outstanding: 5,
+            max_outstanding,
             max_stored_bytes: 0,
             max_per_minute: 0,
         },
@@ -561,6 +572,31 @@ fn a_round_replayed_concurrently_keeps_its_task_charged() {
             .is_empty(),
         "nothing charged to the refused owner"
     );
+}
+
+/// A round replayed after its task finished (and left the owner's list of
+/// unfinished tasks) answers with that task: it is not charged again, and
+/// an owner at the unfinished limit is not refused for it.
+#[test]
+fn a_round_replayed_after_its_task_finished_returns_it_uncharged() {
+    use mcp_tasks_edge::tasks::{TaskService, quota};
+    let h = Harness::new();
+    let now = h.now.get();
+    let info = json!({"name": "test", "version": "0"});
+    let store = h.store.as_ref();
+    let first = start_from_round_within(store, &h.owner, "nonce-a", now, 1).unwrap();
+    block_on(TaskService::new(store, &info).cancel(&h.owner, &first, now)).unwrap();
+    // The next create finds the first task finished and takes its place.
+    let second = start_from_round_within(store, &h.owner, "nonce-b", now, 1).unwrap();
+    assert_ne!(first, second);
+    let before = block_on(store.get(&quota::key(&h.owner))).unwrap().unwrap();
+    let again = start_from_round_within(store, &h.owner, "nonce-a", now, 1)
+        .expect("the round's own task, not a refusal");
+    assert_eq!(again, first);
+    let after = block_on(store.get(&quota::key(&h.owner))).unwrap().unwrap();
+    assert_eq!(after.version, before.version, "nothing charged again");
+    let task = block_on(store.get(&first)).unwrap().unwrap();
+    assert!(task.body.contains("cancelled"), "{}", task.body);
 }
 
 /// With more unfinished tasks allowed than one rescan reads, rescans take
