@@ -129,12 +129,20 @@ fn parse_args() -> Result<Args> {
                         .context("--header-timeout-ms")?,
                 )
             }
+            "--body-timeout-ms" => {
+                args.limits.body_read_timeout = std::time::Duration::from_millis(
+                    value("--body-timeout-ms")?
+                        .parse()
+                        .context("--body-timeout-ms")?,
+                )
+            }
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
                      [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
                      [--max-instances N (128)] [--header-timeout-ms MS (10000)] \
+                     [--body-timeout-ms MS (30000)] \
                      [--tick-slices N (8)] [--threads N (CPUs; 0: one shared runtime)]"
                 );
                 std::process::exit(0);

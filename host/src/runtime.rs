@@ -6,9 +6,10 @@
 //!   default); a growth beyond it fails, and the guest's allocator traps;
 //! - an epoch deadline (wall clock, ticked every 10 ms): a call that runs
 //!   guest code past its deadline (10 s by default) is interrupted unless it
-//!   made progress since the last check: wrote response bytes or called the
-//!   store. A `subscriptions/listen` stream that polls the store for minutes
-//!   keeps going; a guest spinning in a loop is stopped. Epoch checks cost
+//!   made progress since the last check: received request bytes, wrote
+//!   response bytes or called the store. A `subscriptions/listen` stream
+//!   that polls the store for minutes keeps going; a guest spinning in a
+//!   loop is stopped. Epoch checks cost
 //!   far less guest time than fuel metering, which was measured at about a
 //!   quarter of a `tasks/get` call.
 //!
@@ -870,6 +871,18 @@ impl Runtime {
     {
         let mut i = self.acquire().await?;
         let progress = i.store.data().progress.clone();
+        // Request bytes arriving count as progress too: a guest waiting on a
+        // slow (but moving) body is not interrupted for it. The body's own
+        // deadline is the server's (see `serve::Limits`).
+        let arrived = progress.clone();
+        let req = req.map(|body| {
+            body.map_frame(move |frame| {
+                if let Some(data) = frame.data_ref() {
+                    arrived.fetch_add(data.len() as u64, Ordering::Relaxed);
+                }
+                frame
+            })
+        });
         let (tx, rx) = tokio::sync::oneshot::channel();
         let req = i.store.data_mut().http().new_incoming_request(
             wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,

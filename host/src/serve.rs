@@ -6,13 +6,15 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -72,7 +74,8 @@ fn pause(due: i64, now: i64) -> u64 {
         .clamp(MIN_TICK_MS, MAX_TICK_MS)
 }
 
-/// What one host serves at once, and how long it waits for a request head.
+/// What one host serves at once, and how long it waits for a request's
+/// head and body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Open connections; one beyond it is answered 503 with `Retry-After`
@@ -81,6 +84,10 @@ pub struct Limits {
     /// How long a connection may take to send a request's head; a slower
     /// one is closed.
     pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive once its head has: a
+    /// client trickling its body is answered 408 (a JSON-RPC error) and
+    /// holds neither the connection nor an instance past it.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -88,7 +95,61 @@ impl Default for Limits {
         Limits {
             max_connections: 512,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+/// A request body that fails with `connection-read-timeout` once its
+/// deadline passes before it has ended, and says so in `fired` (the
+/// component sees only a failed read, and answers 400; the host then
+/// answers 408 in its place).
+struct Deadlined<B> {
+    inner: B,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    fired: Arc<AtomicBool>,
+}
+
+impl<B> Deadlined<B> {
+    fn new(inner: B, timeout: Duration, fired: Arc<AtomicBool>) -> Self {
+        Deadlined {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            fired,
+        }
+    }
+}
+
+impl<B> Body for Deadlined<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.fired.store(true, Ordering::SeqCst);
+                Poll::Ready(Some(Err(wasmtime_wasi_http::Error::ConnectionReadTimeout)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -279,8 +340,8 @@ async fn connection(
         let (runtime, ticker) = (runtime.clone(), ticker.clone());
         async move {
             match mode {
-                Mode::Component => serve_one(runtime, ticker, req, true).await,
-                Mode::WasiHttp => serve_one(runtime, ticker, req, false).await,
+                Mode::Component => serve_one(runtime, ticker, req, true, limits).await,
+                Mode::WasiHttp => serve_one(runtime, ticker, req, false, limits).await,
                 Mode::Constant => Ok(constant(req).await),
             }
         }
@@ -329,6 +390,21 @@ fn component_failed(e: anyhow::Error) -> Response<HyperOutgoingBody> {
     }
     eprintln!("host: the component failed a request: {e:#}");
     json_error(500, -32603, "Internal error.")
+}
+
+/// The answer to a request whose body did not arrive in time (the
+/// connection is closed after it).
+fn body_timed_out() -> Response<HyperOutgoingBody> {
+    let mut resp = json_error(
+        408,
+        -32600,
+        "Invalid Request: the request body was not received in time.",
+    );
+    resp.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBody> {
@@ -394,7 +470,10 @@ pub const EXCHANGE_INLINE_MAX: usize = 64 * 1024;
 
 /// Reads at most `cap` bytes of `body` (and at least one byte more than
 /// `cap` if there is that much, so the component can tell).
-async fn read_capped(mut body: Incoming, cap: usize) -> Result<Vec<u8>, hyper::Error> {
+async fn read_capped(
+    mut body: Deadlined<Incoming>,
+    cap: usize,
+) -> Result<Vec<u8>, wasmtime_wasi_http::Error> {
     let mut buf = Vec::new();
     while buf.len() <= cap {
         match body.frame().await {
@@ -434,6 +513,7 @@ async fn serve_one(
     ticker: Arc<Ticker>,
     req: Request<Incoming>,
     exchange: bool,
+    limits: Limits,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
     let listen = mcp_method(&req) == b"subscriptions/listen";
     // wasi:http needs the request's authority; without a usable Host header
@@ -464,10 +544,13 @@ async fn serve_one(
         // No declared length: only a bodyless request is sent whole.
         None => req.method() != hyper::Method::POST,
     };
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let req = req.map(|body| Deadlined::new(body, limits.body_read_timeout, timed_out.clone()));
     let req = if exchange && !listen && small {
         let (parts, body) = req.into_parts();
         let body = match read_capped(body, MAX_EXCHANGE_BODY).await {
             Ok(b) => b,
+            Err(_) if timed_out.load(Ordering::SeqCst) => return Ok(body_timed_out()),
             Err(_) => {
                 return Ok(json_error(
                     400,
@@ -498,14 +581,16 @@ async fn serve_one(
                 parts,
                 Full::new(Bytes::from(request.body))
                     .map_err(|e: Infallible| match e {})
-                    .boxed(),
+                    .boxed_unsync(),
             ),
             Err(e) => return Ok(component_failed(e)),
         }
     } else {
-        req.map(|b| b.boxed())
+        req.map(|b| b.boxed_unsync())
     };
     match runtime.handle(req).await {
+        // The component answered a body it could not read.
+        Ok(_) if timed_out.load(Ordering::SeqCst) => Ok(body_timed_out()),
         Ok(resp) => {
             // The component has answered, so whatever it stored is committed.
             ticker.poke(&runtime);

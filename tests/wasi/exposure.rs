@@ -205,6 +205,7 @@ async fn caps_answer_503_with_retry_after_and_slow_heads_are_cut() {
     let limits = Limits {
         max_connections: 2,
         header_read_timeout: Duration::from_millis(300),
+        ..Limits::default()
     };
     // Listen streams end after 2 s here, releasing their instance (a
     // client that goes away is noticed at the next keep-alive).
@@ -348,4 +349,82 @@ async fn start_slow_task(addr: std::net::SocketAddr) -> String {
         .and_then(|r| r.split('"').next())
         .unwrap_or_else(|| panic!("{resp}"))
         .to_owned()
+}
+
+/// A 2026-07-28 `server/discover` body.
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+
+/// The head of a chunked `server/discover` (its body goes through
+/// `wasi:http`, read by the component).
+fn chunked_head() -> String {
+    "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: server/discover\r\ntransfer-encoding: chunked\r\n\r\n".to_owned()
+}
+
+fn chunk(data: &str) -> String {
+    format!("{:x}\r\n{data}\r\n", data.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_answered_408_and_frees_its_instance() {
+    let dir = TempDir::new("exposure-stalled-body");
+    let limits = Limits {
+        body_read_timeout: Duration::from_millis(400),
+        ..Limits::default()
+    };
+    // One instance: the stalled chunked body holds it while it waits.
+    let (_rt, running) = host(&dir, &[], limits, 1).await;
+    // A declared length, half of the body sent (read by the host).
+    let whole = mcp_request("127.0.0.1", "server/discover", "", DISCOVER);
+    let (resp, _) = answer_to_head(running.addr, &whole[..whole.len() - DISCOVER.len() / 2]).await;
+    assert_eq!(status_of(&resp), 408, "declared length: {resp}");
+    assert!(resp.contains("-32600"), "{resp}");
+    // Chunked, one chunk and then nothing (read by the component).
+    let head = chunked_head() + &chunk(&DISCOVER[..20]);
+    let (resp, _) = answer_to_head(running.addr, &head).await;
+    assert_eq!(status_of(&resp), 408, "chunked: {resp}");
+    assert!(resp.contains("-32600"), "{resp}");
+    // The one instance serves the next request.
+    let head = mcp_request(
+        "127.0.0.1",
+        "server/discover",
+        "connection: close\r\n",
+        DISCOVER,
+    );
+    let (resp, _) = answer_to_head(running.addr, &head).await;
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_still_arriving_outlasts_the_call_deadline() {
+    let dir = TempDir::new("exposure-trickle");
+    let mut settings = Settings::new(env(&[]));
+    settings.clock = Clock::System;
+    settings.guest_stderr = false;
+    settings.call_deadline = Duration::from_millis(300);
+    let rt = runtime(dir.path(), settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let running = start_limited(rt, listener, false, Mode::Component, Limits::default()).unwrap();
+    // The body arrives in pieces over about 1.2 s, four times the call
+    // deadline: the component waits on it without being interrupted.
+    let mut s = TcpStream::connect(running.addr).await.unwrap();
+    s.write_all(chunked_head().as_bytes()).await.unwrap();
+    for piece in DISCOVER.as_bytes().chunks(DISCOVER.len() / 12 + 1) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        s.write_all(chunk(piece).as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s.write_all(b"0\r\n\r\n").await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\r\n\r\n{") {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let resp = String::from_utf8_lossy(&got);
+    assert_eq!(status_of(&resp), 200, "{resp}");
+    assert!(resp.contains("\"result\""), "{resp}");
+    running.stop().await;
 }
