@@ -377,16 +377,15 @@ async fn refuse_connection(mut stream: tokio::net::TcpStream) {
 /// generic 500 otherwise.
 fn component_failed(e: anyhow::Error) -> Response<HyperOutgoingBody> {
     if e.is::<AtCapacity>() {
-        let mut resp = json_error(
-            503,
-            -32603,
-            "The server is at its instance limit; retry shortly.",
-        );
-        resp.headers_mut().insert(
+        return with_header(
+            json_error(
+                503,
+                -32603,
+                "The server is at its instance limit; retry shortly.",
+            ),
             hyper::header::RETRY_AFTER,
-            hyper::header::HeaderValue::from_static("1"),
+            "1",
         );
-        return resp;
     }
     eprintln!("host: the component failed a request: {e:#}");
     json_error(500, -32603, "Internal error.")
@@ -395,15 +394,24 @@ fn component_failed(e: anyhow::Error) -> Response<HyperOutgoingBody> {
 /// The answer to a request whose body did not arrive in time (the
 /// connection is closed after it).
 fn body_timed_out() -> Response<HyperOutgoingBody> {
-    let mut resp = json_error(
-        408,
-        -32600,
-        "Invalid Request: the request body was not received in time.",
-    );
-    resp.headers_mut().insert(
+    with_header(
+        json_error(
+            408,
+            -32600,
+            "Invalid Request: the request body was not received in time.",
+        ),
         hyper::header::CONNECTION,
-        hyper::header::HeaderValue::from_static("close"),
-    );
+        "close",
+    )
+}
+
+fn with_header(
+    mut resp: Response<HyperOutgoingBody>,
+    name: hyper::header::HeaderName,
+    value: &'static str,
+) -> Response<HyperOutgoingBody> {
+    resp.headers_mut()
+        .insert(name, hyper::header::HeaderValue::from_static(value));
     resp
 }
 
@@ -417,15 +425,14 @@ fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBo
 }
 
 fn json_response(status: u16, body: Bytes) -> Response<HyperOutgoingBody> {
-    let mut resp = full(
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST),
-        body,
-    );
-    resp.headers_mut().insert(
+    with_header(
+        full(
+            hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST),
+            body,
+        ),
         hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    resp
+        "application/json",
+    )
 }
 
 /// A response with a body that is all there.
