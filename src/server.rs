@@ -1349,3 +1349,27 @@ impl Call<'_> {
         Outcome::Json(result_bytes(self.id, result))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::mirrors;
+
+    #[test]
+    fn a_header_mirrors_scalars_by_their_text_or_value() {
+        assert!(mirrors("eu", &json!("eu")));
+        assert!(!mirrors("\"eu\"", &json!("eu")));
+        assert!(mirrors("3", &json!(3.0)));
+        assert!(mirrors("42.0", &json!(42)));
+        assert!(!mirrors("3x", &json!(3)));
+        assert!(mirrors("true", &json!(true)));
+        assert!(mirrors("false", &json!(false)));
+        assert!(!mirrors("True", &json!(true)));
+        assert!(!mirrors("1", &json!(true)));
+        assert!(mirrors("null", &json!(null)));
+        assert!(!mirrors("", &json!(null)));
+        assert!(!mirrors("[1]", &json!([1])), "arrays are never mirrored");
+        assert!(!mirrors("{}", &json!({})), "objects are never mirrored");
+    }
+}

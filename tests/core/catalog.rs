@@ -217,17 +217,15 @@ fn progress_goes_on_an_sse_response_before_the_result() {
 #[test]
 fn mirrored_argument_headers_must_match_the_body() {
     let h = Harness::new();
-    let call = |region: Option<&str>, header: Option<&str>| -> (u16, Value) {
-        let mut args = json!({});
-        if let Some(r) = region {
-            args["region"] = json!(r);
-        }
-        let mut msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    // A test_custom_headers call with `arguments` and the `Mcp-Param-*`
+    // headers `params` (name suffix, value).
+    let send = |id: u64, args: Value, params: &[(&str, &str)]| -> (u16, Value) {
+        let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "test_custom_headers", "arguments": args}});
         msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
         let mut headers = standard_headers(&msg);
-        if let Some(v) = header {
-            headers.push(("mcp-param-region".to_owned(), v.to_owned()));
+        for (name, value) in params {
+            headers.push((format!("mcp-param-{name}"), (*value).to_owned()));
         }
         let refs: Vec<(&str, &str)> = headers
             .iter()
@@ -235,6 +233,14 @@ fn mirrored_argument_headers_must_match_the_body() {
             .collect();
         let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
         (r.status, crate::support::body_json(&r))
+    };
+    let call = |region: Option<&str>, header: Option<&str>| -> (u16, Value) {
+        let mut args = json!({});
+        if let Some(r) = region {
+            args["region"] = json!(r);
+        }
+        let params: Vec<(&str, &str)> = header.map(|v| ("region", v)).into_iter().collect();
+        send(1, args, &params)
     };
     let ok = |(status, v): (u16, Value)| status == 200 && v.get("result").is_some();
     let mismatch = |(status, v): (u16, Value)| status == 400 && v["error"]["code"] == -32020;
@@ -266,18 +272,8 @@ fn mirrored_argument_headers_must_match_the_body() {
 
     // An integer argument is compared by its value.
     let priority = |value: Value, header: &str| -> (u16, Value) {
-        let mut msg = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "test_custom_headers", "arguments": {"region": "eu", "priority": value}}});
-        msg["params"]["_meta"] = mcp_tasks_edge::testing::meta(json!({}));
-        let mut headers = standard_headers(&msg);
-        headers.push(("mcp-param-region".to_owned(), "eu".to_owned()));
-        headers.push(("mcp-param-priority".to_owned(), header.to_owned()));
-        let refs: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(a, b)| (a.as_str(), b.as_str()))
-            .collect();
-        let r = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap());
-        (r.status, crate::support::body_json(&r))
+        let args = json!({"region": "eu", "priority": value});
+        send(2, args, &[("region", "eu"), ("priority", header)])
     };
     assert!(ok(priority(json!(3), "3")));
     assert!(ok(priority(json!(3.0), "3")), "3.0 in the body is 3");
