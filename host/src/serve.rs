@@ -456,6 +456,25 @@ async fn constant(req: Request<Incoming>) -> Response<HyperOutgoingBody> {
     )
 }
 
+/// `req` with the one `Host` the component sees on both paths (the
+/// `exchange` export reads the header, `wasi:http` the authority), or
+/// `None` when HTTP/1.1 says to refuse it (RFC 9112, section 3.2): no
+/// `Host`, more than one, or one that is not text. A target in absolute
+/// form (`POST http://name/mcp`) names the authority itself, and the
+/// `Host` header is then replaced by it (section 3.2.2).
+fn with_one_host(mut req: Request<Incoming>) -> Option<Request<Incoming>> {
+    let mut hosts = req.headers().get_all(hyper::header::HOST).iter();
+    let one = matches!((hosts.next(), hosts.next()), (Some(h), None) if h.to_str().is_ok());
+    if !one {
+        return None;
+    }
+    if let Some(authority) = req.uri().authority() {
+        let host = hyper::header::HeaderValue::from_str(authority.as_str()).ok()?;
+        req.headers_mut().insert(hyper::header::HOST, host);
+    }
+    Some(req)
+}
+
 /// The request's `Mcp-Method` header, trimmed (empty without one).
 fn mcp_method(req: &Request<Incoming>) -> &[u8] {
     req.headers()
@@ -523,19 +542,13 @@ async fn serve_one(
     limits: Limits,
 ) -> Result<Response<HyperOutgoingBody>, Infallible> {
     let listen = mcp_method(&req) == b"subscriptions/listen";
-    // wasi:http needs the request's authority; without a usable Host header
-    // the request cannot be passed to the component.
-    let host_ok = req
-        .headers()
-        .get(hyper::header::HOST)
-        .is_some_and(|h| h.to_str().is_ok());
-    if !host_ok {
+    let Some(req) = with_one_host(req) else {
         return Ok(json_error(
             400,
             -32600,
-            "Invalid Request: a valid Host header is required.",
+            "Invalid Request: exactly one valid Host header is required.",
         ));
-    }
+    };
     // Streams (`subscriptions/listen`) go through wasi:http; so does a body
     // whose length is not declared or is over the exchange bound, which the
     // component then refuses from its head (or reads with its own bound)

@@ -19,13 +19,24 @@ pub(crate) async fn host(
     limits: Limits,
     instances: usize,
 ) -> (Arc<Runtime>, Running) {
+    host_in(Mode::Component, dir, extra, limits, instances).await
+}
+
+/// [`host`] serving every request the way `mode` says.
+async fn host_in(
+    mode: Mode,
+    dir: &TempDir,
+    extra: &[(&str, &str)],
+    limits: Limits,
+    instances: usize,
+) -> (Arc<Runtime>, Running) {
     let mut settings = Settings::new(env(extra));
     settings.clock = Clock::System;
     settings.guest_stderr = false;
     settings.max_instances = instances;
     let rt = runtime(dir.path(), settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = start_limited(rt.clone(), listener, false, Mode::Component, limits).unwrap();
+    let running = start_limited(rt.clone(), listener, false, mode, limits).unwrap();
     (rt, running)
 }
 
@@ -195,6 +206,77 @@ async fn insecure_local_answers_loopback_hosts_only() {
         let head = mcp_request(host, "server/discover", "connection: close\r\n", body);
         let (resp, _) = answer_to_head(running.addr, &head).await;
         assert_eq!(status_of(&resp), status, "{host}: {resp}");
+    }
+    running.stop().await;
+}
+
+/// HTTP/1.1 takes a request's host from a target in absolute form and
+/// ignores its `Host` header then (RFC 9112, 3.2.2), and refuses a request
+/// with no `Host` or with several (3.2): the same on the `exchange` path
+/// and through `wasi:http`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absolute_target_names_the_host_on_both_paths() {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    for mode in [Mode::Component, Mode::WasiHttp] {
+        let dir = TempDir::new("exposure-absolute");
+        let (_rt, running) = host_in(mode, &dir, &[], Limits::default(), 8).await;
+        let head = |target: &str, hosts: &[&str]| {
+            let lines: String = hosts.iter().map(|h| format!("host: {h}\r\n")).collect();
+            mcp_request(
+                "127.0.0.1",
+                "server/discover",
+                "connection: close\r\n",
+                body,
+            )
+            .replacen("POST /mcp", &format!("POST {target}"), 1)
+            .replacen("host: 127.0.0.1\r\n", &lines, 1)
+        };
+        for (target, hosts, status) in [
+            ("http://evil.example/mcp", &["127.0.0.1"][..], 403),
+            ("http://evil.example:8788/mcp", &["localhost:8788"][..], 403),
+            ("http://localhost:1234/mcp", &["evil.example"][..], 200),
+            ("http://127.0.0.1/mcp", &["127.0.0.1"][..], 200),
+            ("/mcp", &["127.0.0.1", "evil.example"][..], 400),
+            ("/mcp", &["127.0.0.1", "127.0.0.1"][..], 400),
+            ("http://127.0.0.1/mcp", &[][..], 400),
+            ("/mcp", &[][..], 400),
+        ] {
+            let (resp, _) = answer_to_head(running.addr, &head(target, hosts)).await;
+            assert_eq!(
+                status_of(&resp),
+                status,
+                "{mode:?} {target} {hosts:?}: {resp}"
+            );
+            if status != 200 {
+                assert!(
+                    resp.contains("-32600"),
+                    "{mode:?} {target} {hosts:?}: {resp}"
+                );
+            }
+        }
+        running.stop().await;
+    }
+    // The component itself, handed the request as wasmtime hands it: the
+    // authority (here from the absolute target) is the request's host,
+    // whatever the Host header said (wasmtime keeps that header from the
+    // guest; the component also prefers the authority where a host does
+    // not).
+    let dir = TempDir::new("exposure-authority");
+    let (rt, running) = host(&dir, &[], Limits::default(), 8).await;
+    for (uri, host, status) in [
+        ("http://evil.example/mcp", "127.0.0.1", 403),
+        ("http://localhost:1234/mcp", "evil.example", 200),
+    ] {
+        let req = hyper::Request::post(uri)
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "server/discover")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .unwrap();
+        let resp = rt.handle(req).await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{uri} with host {host}");
     }
     running.stop().await;
 }

@@ -64,10 +64,18 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
         .into_iter()
         .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
         .collect();
-    // wasi:http carries the Host header as the request's authority.
-    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host"))
+    // The request's authority is its Host: a wasi:http host takes it from
+    // a target in absolute form (where HTTP/1.1 ignores the Host header,
+    // RFC 9112 section 3.2.2) or else from the Host header. Several Host
+    // headers are passed on as they are (insecure-local refuses them).
+    let hosts = headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .count();
+    if hosts <= 1
         && let Some(authority) = request.authority()
     {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case("host"));
         headers.push(("host".to_owned(), authority));
     }
     // Refusals the head decides (path, method, Origin, Content-Length,
