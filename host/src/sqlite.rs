@@ -18,6 +18,12 @@
 //! nothing, so it leaves the others as they are); only a refusal reads the
 //! version it met. A write returns only after the commit that holds it is
 //! durable, the same guarantee as a commit per write.
+//!
+//! **Checkpoints.** Copying the write-ahead log back into the database runs
+//! on a thread of its own (see `SqliteStore::checkpoint_elsewhere`), so a
+//! commit never waits behind one; with a million stored tasks a checkpoint
+//! writes back a page per create, and running it on the writer put it in
+//! the tail latency of every write queued behind it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -67,6 +73,20 @@ pub struct SqliteStore {
     sync: Sync,
     writer: Mutex<Option<mpsc::Sender<Write>>>,
 }
+
+/// Frames in the write-ahead log past which a commit wakes the
+/// checkpointer (SQLite's own automatic checkpoint runs at 1,000).
+const CHECKPOINT_AT: i32 = 1000;
+
+/// Frames the log grows by before the thread is woken again: under
+/// steady writes the log rarely starts over (that needs a checkpoint to
+/// finish between two commits), and a checkpoint per commit would cost an
+/// fsync of the database each.
+const CHECKPOINT_STEP: i32 = CHECKPOINT_AT / 4;
+
+/// Frames past which the writer checkpoints itself: it copies what the
+/// thread has not copied yet, and the log starts over at the next commit.
+const CHECKPOINT_CAP: i32 = 4 * CHECKPOINT_AT;
 
 /// Most writes one transaction takes.
 const MAX_BATCH: usize = 512;
@@ -349,7 +369,10 @@ impl SqliteStore {
                 Err(e) => return Err(e.into()),
             }
         };
-        // The writer thread owns its connection.
+        // The writer thread owns its connection; checkpoints run on a
+        // thread and connection of their own.
+        let mut conn = conn;
+        store.checkpoint_elsewhere(&mut conn)?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("sqlite-writer".into())
@@ -358,6 +381,46 @@ impl SqliteStore {
             *w = Some(tx);
         }
         Ok(store)
+    }
+
+    /// Moves the write-ahead log's checkpoints off the writer: past
+    /// [`CHECKPOINT_AT`] frames, and every [`CHECKPOINT_STEP`] frames after
+    /// that, a commit wakes a thread that copies the log back into the
+    /// database on its own connection (a passive checkpoint, which never
+    /// blocks the writer), while the writer goes on committing. Past
+    /// [`CHECKPOINT_CAP`] frames (the thread fell behind, or commits never
+    /// left it a moment to finish, so the log could not start over) the
+    /// writer checkpoints itself, as SQLite's automatic checkpoint would,
+    /// so the log cannot grow without bound; what the thread already copied
+    /// it does not copy again.
+    fn checkpoint_elsewhere(&self, writer: &mut Connection) -> anyhow::Result<()> {
+        let checkpointer = self.connect()?;
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || {
+                while woken.recv().is_ok() {
+                    let _ = checkpointer
+                        .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE);
+                }
+            })?;
+        // The log's length at which the next commit wakes the thread.
+        let mut next = CHECKPOINT_AT;
+        writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, frames| {
+            if frames < CHECKPOINT_AT {
+                // The log started over.
+                next = CHECKPOINT_AT;
+            } else if frames >= CHECKPOINT_CAP {
+                // An error here would make the commit that is already
+                // durable report failure: leave it to the next commit.
+                let _ = wal.checkpoint();
+            } else if frames >= next {
+                let _ = wake.try_send(());
+                next = frames + CHECKPOINT_STEP;
+            }
+            Ok(())
+        }))?;
+        Ok(())
     }
 
     fn submit(&self, op: WriteOp, reply: Reply) -> Result<(), StoreError> {
@@ -607,6 +670,69 @@ mod tests {
         for name in ["tasks.sqlite3", "tasks.sqlite3-wal", "tasks.sqlite3-shm"] {
             assert_eq!(mode(&dir.join(name)), 0o600, "{name}");
         }
+        drop(store);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Past `CHECKPOINT_AT` frames the log is copied back into the database
+    /// by the checkpoint thread, long before the writer's own cap.
+    #[test]
+    fn the_log_is_checkpointed_beside_the_writer() {
+        let base = std::env::temp_dir().join(format!("mte-ckpt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let store = super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap();
+        let db = base.join(super::FILE_NAME);
+        let size = || std::fs::metadata(&db).unwrap().len();
+        let before = size();
+        // One small row per commit: about one frame each.
+        let commits = super::CHECKPOINT_AT + super::CHECKPOINT_AT / 2;
+        assert!(commits < super::CHECKPOINT_CAP / 2);
+        for i in 0..commits {
+            store.put(&format!("k{i}"), None, "{}", None).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while size() <= before && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            size() > before,
+            "nothing was checkpointed: {} bytes",
+            size()
+        );
+        drop(store);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Under writes that never pause, the log stays bounded: the writer's
+    /// cap takes over when the checkpoint thread cannot finish.
+    #[test]
+    fn the_log_stays_bounded_under_writes_that_never_pause() {
+        let base = std::env::temp_dir().join(format!("mte-wal-cap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let store =
+            std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
+        let wal = base.join(format!("{}-wal", super::FILE_NAME));
+        let body = "x".repeat(2000);
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let (store, body) = (store.clone(), body.clone());
+                std::thread::spawn(move || {
+                    for i in 0..4000 {
+                        store.put(&format!("t{t}-{i}"), None, &body, None).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // A frame is a page and its 24-byte header, after the 32-byte
+        // file header; one batch may land past the cap.
+        let frame = super::PAGE_SIZE as u64 + 24;
+        let bound = 32 + frame * (super::CHECKPOINT_CAP as u64 + 2 * super::MAX_BATCH as u64);
+        let len = std::fs::metadata(&wal).unwrap().len();
+        assert!(len <= bound, "the log grew to {len} bytes (bound {bound})");
+        assert_eq!(store.stored().unwrap().1, 16_000);
         drop(store);
         std::fs::remove_dir_all(&base).unwrap();
     }
