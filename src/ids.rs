@@ -9,14 +9,10 @@ use crate::error::RpcError;
 pub trait IdSource: Send + Sync {
     /// Fills `buf` with unpredictable bytes.
     fn fill(&self, buf: &mut [u8]) -> Result<(), RpcError>;
-
-    /// A new task id: `tsk_` and 128 random bits in base64url.
-    fn task_id(&self) -> Result<String, RpcError> {
-        let mut bytes = [0u8; 16];
-        self.fill(&mut bytes)?;
-        Ok(format!("tsk_{}", b64url(&bytes)))
-    }
 }
+
+/// Bytes of a task id's 16 that hold its creation time.
+const TIME_BYTES: usize = 6;
 
 /// A task id placed on `placement` (of `placements`, at least 1): `tsk_`
 /// and, in base64url, the placement as two bytes then the 16 `random`
@@ -50,18 +46,39 @@ pub fn placement_of(id: &str) -> Option<u16> {
     Some(u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]))
 }
 
-/// A new task id: unplaced (`tsk_` and 128 random bits) when `placements`
-/// is 0, else placed on a random one of `placements`.
-pub fn new_task_id(ids: &dyn IdSource, placements: u16) -> Result<String, RpcError> {
+/// A new task id made at `now_ms`: unplaced (`tsk_` and 16 bytes in
+/// base64url) when `placements` is 0, else placed on a random one of
+/// `placements` ([`placed_task_id`]).
+///
+/// Of the 16 bytes, the first 6 are `now_ms` (big-endian, its low 48 bits)
+/// and the other 10 come from `ids` (a placement is read off their last
+/// two): 80 unpredictable bits, so an id is
+/// still not guessed, and ids made about the same time sit together in a
+/// store's key order. A store that keeps its keys in a B-tree then adds a
+/// new task beside the last ones instead of on a page of its own; with a
+/// million stored tasks, that is the difference between a create that
+/// writes back one page of its own and one that shares it.
+///
+/// ```
+/// use mcp_tasks_edge::ids::{new_task_id, SequentialIds};
+/// let ids = SequentialIds::starting_at(1);
+/// let a = new_task_id(&ids, 0, 1_800_000_000_000).unwrap();
+/// let b = new_task_id(&ids, 0, 1_800_000_000_001).unwrap();
+/// assert_eq!((a.len(), &a[..10]), (26, &b[..10]), "same time prefix");
+/// assert_ne!(a, b);
+/// ```
+pub fn new_task_id(ids: &dyn IdSource, placements: u16, now_ms: i64) -> Result<String, RpcError> {
+    let mut bytes = [0u8; 16];
+    let time = (now_ms.max(0) as u64).to_be_bytes();
+    bytes[..TIME_BYTES].copy_from_slice(&time[8 - TIME_BYTES..]);
+    ids.fill(&mut bytes[TIME_BYTES..])?;
     if placements == 0 {
-        return ids.task_id();
+        return Ok(format!("tsk_{}", b64url(&bytes)));
     }
-    let mut bytes = [0u8; 18];
-    ids.fill(&mut bytes)?;
-    let pick = u16::from_be_bytes([bytes[16], bytes[17]]) % placements;
-    let mut random = [0u8; 16];
-    random.copy_from_slice(&bytes[..16]);
-    Ok(placed_task_id(&random, pick))
+    // The placement is read off the id's own drawn bytes (it is in the id
+    // anyway), so it is as unpredictable as they are.
+    let pick = u16::from_be_bytes([bytes[14], bytes[15]]) % placements;
+    Ok(placed_task_id(&bytes, pick))
 }
 
 /// The operating system's (or the host's) random source via `getrandom`:
@@ -109,11 +126,36 @@ mod tests {
 
     #[test]
     fn system_ids_are_long_and_distinct() {
-        let a = SystemRandom.task_id().unwrap();
-        let b = SystemRandom.task_id().unwrap();
+        let a = new_task_id(&SystemRandom, 0, 5).unwrap();
+        let b = new_task_id(&SystemRandom, 0, 5).unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 4 + 22);
         assert!(a.starts_with("tsk_"));
+        assert!(crate::tasks::is_task_id(&a), "{a}");
+    }
+
+    /// The first 6 of an id's 16 bytes are its time, the other 10 drawn.
+    #[test]
+    fn ids_lead_with_their_time() {
+        let decode = |id: &str| crate::crypto::b64url_decode(&id[4..]).unwrap();
+        let s = SequentialIds::starting_at(0x0102);
+        let t = 0x0a0b_0c0d_0e0f_i64;
+        let unplaced = decode(&new_task_id(&s, 0, t).unwrap());
+        assert_eq!(unplaced.len(), 16);
+        assert_eq!(&unplaced[..6], &[0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f]);
+        // The counter fills the 10 drawn bytes from the right.
+        assert_eq!(&unplaced[6..], &[0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x02]);
+        let placed = decode(&new_task_id(&s, 0x0100, t).unwrap());
+        assert_eq!(placed.len(), 18);
+        assert_eq!(&placed[..2], &[0, 0x03], "0x0103 % 0x0100");
+        assert_eq!(&placed[2..8], &unplaced[..6]);
+        assert_eq!(&placed[16..], &[0x01, 0x03]);
+        // Later ids sort after earlier ones, byte by byte; a negative time
+        // counts as 0, not as a far future.
+        let later = decode(&new_task_id(&s, 0, t + 1).unwrap());
+        assert!(later > unplaced);
+        let early = decode(&new_task_id(&s, 0, -1).unwrap());
+        assert_eq!(&early[..6], &[0; 6]);
     }
 
     #[test]
@@ -125,17 +167,18 @@ mod tests {
         }
         let s = SequentialIds::starting_at(1);
         for _ in 0..20 {
-            let id = new_task_id(&s, 7).unwrap();
+            let id = new_task_id(&s, 7, 1_800_000_000_000).unwrap();
             assert!(placement_of(&id).unwrap() < 7);
         }
-        assert_eq!(new_task_id(&s, 0).unwrap().len(), 26, "unplaced");
+        let unplaced = new_task_id(&s, 0, 1_800_000_000_000).unwrap();
+        assert_eq!(unplaced.len(), 26, "unplaced");
         assert_eq!(placement_of("tsk_short"), None);
     }
 
     #[test]
     fn sequential_ids_are_deterministic() {
         let s = SequentialIds::starting_at(1);
-        assert_eq!(s.task_id().unwrap(), "tsk_AAAAAAAAAAAAAAAAAAAAAQ");
-        assert_eq!(s.task_id().unwrap(), "tsk_AAAAAAAAAAAAAAAAAAAAAg");
+        assert_eq!(new_task_id(&s, 0, 0).unwrap(), "tsk_AAAAAAAAAAAAAAAAAAAAAQ");
+        assert_eq!(new_task_id(&s, 0, 0).unwrap(), "tsk_AAAAAAAAAAAAAAAAAAAAAg");
     }
 }

@@ -633,7 +633,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             }
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
-                    record.id = crate::ids::new_task_id(ids, limits.placements)?;
+                    record.id = crate::ids::new_task_id(ids, limits.placements, now)?;
                     match self.stepped(&record, now).await {
                         Some((stepped, body)) => {
                             if self
