@@ -15,8 +15,9 @@ pub trait IdSource: Send + Sync {
 const TIME_BYTES: usize = 6;
 
 /// A task id placed on `placement` (of `placements`, at least 1): `tsk_`
-/// and, in base64url, the placement as two bytes then the 16 `random`
-/// bytes (28 characters in all). A platform that spreads tasks over several
+/// and, in base64url, the placement as two bytes then the id's 16 bytes
+/// (28 characters in all; [`new_task_id`] makes them its time and 80
+/// random bits). A platform that spreads tasks over several
 /// stores (the Worker's shard Durable Objects) reads the placement back
 /// with [`placement_of`], so a task stays where it was put however many
 /// stores are added later.
@@ -28,10 +29,10 @@ const TIME_BYTES: usize = 6;
 /// assert_eq!(placement_of(&id), Some(300));
 /// assert_eq!(placement_of("tsk_AAAAAAAAAAAAAAAAAAAAAQ"), None);
 /// ```
-pub fn placed_task_id(random: &[u8; 16], placement: u16) -> String {
+pub fn placed_task_id(id: &[u8; 16], placement: u16) -> String {
     let mut bytes = [0u8; 18];
     bytes[..2].copy_from_slice(&placement.to_be_bytes());
-    bytes[2..].copy_from_slice(random);
+    bytes[2..].copy_from_slice(id);
     format!("tsk_{}", b64url(&bytes))
 }
 
