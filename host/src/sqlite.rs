@@ -26,8 +26,9 @@
 //! the tail latency of every write queued behind it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_tasks_edge::store::{Entry, Store, StoreError, Version};
@@ -72,6 +73,8 @@ pub struct SqliteStore {
     idle: Mutex<Vec<Connection>>,
     sync: Sync,
     writer: Mutex<Option<mpsc::Sender<Write>>>,
+    /// Checkpoints the checkpoint thread has run.
+    checkpoints: Arc<AtomicU64>,
 }
 
 /// Frames in the write-ahead log past which a commit wakes the
@@ -346,6 +349,7 @@ impl SqliteStore {
             idle: Mutex::new(Vec::new()),
             sync,
             writer: Mutex::new(None),
+            checkpoints: Default::default(),
         };
         // Several processes (or threads) opening a new store at once can
         // find it locked while one of them switches it to WAL, which SQLite
@@ -391,26 +395,37 @@ impl SqliteStore {
     /// [`CHECKPOINT_CAP`] frames (the thread fell behind, or commits never
     /// left it a moment to finish, so the log could not start over) the
     /// writer checkpoints itself, as SQLite's automatic checkpoint would,
-    /// so the log cannot grow without bound; what the thread already copied
-    /// it does not copy again.
+    /// so the log cannot grow without bound: it first waits for a run of
+    /// the thread's to end (a second checkpoint while one runs would fail
+    /// at once with `SQLITE_BUSY` and copy nothing), and what the thread
+    /// already copied it does not copy again.
     fn checkpoint_elsewhere(&self, writer: &mut Connection) -> anyhow::Result<()> {
         let checkpointer = self.connect()?;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
+        // Held by whichever of the two is checkpointing.
+        let running = Arc::new(Mutex::new(()));
+        let (theirs, runs) = (running.clone(), self.checkpoints.clone());
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
             .spawn(move || {
                 while woken.recv().is_ok() {
+                    let _running = theirs.lock().unwrap_or_else(|e| e.into_inner());
                     let _ = checkpointer
                         .wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::PASSIVE);
+                    runs.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
-        // The log's length at which the next commit wakes the thread.
-        let mut next = CHECKPOINT_AT;
+        // The log's length at which the next commit wakes the thread, and
+        // its length after the last commit.
+        let (mut next, mut last) = (CHECKPOINT_AT, 0);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, frames| {
-            if frames < CHECKPOINT_AT {
+            if frames < last || frames < CHECKPOINT_AT {
                 // The log started over.
                 next = CHECKPOINT_AT;
-            } else if frames >= CHECKPOINT_CAP {
+            }
+            last = frames;
+            if frames >= CHECKPOINT_CAP {
+                let _running = running.lock().unwrap_or_else(|e| e.into_inner());
                 // An error here would make the commit that is already
                 // durable report failure: leave it to the next commit.
                 let _ = wal.checkpoint();
@@ -691,7 +706,8 @@ mod tests {
             store.put(&format!("k{i}"), None, "{}", None).unwrap();
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while size() <= before && std::time::Instant::now() < deadline {
+        let runs = || store.checkpoints.load(super::Ordering::Relaxed);
+        while (size() <= before || runs() == 0) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(
@@ -699,6 +715,8 @@ mod tests {
             "nothing was checkpointed: {} bytes",
             size()
         );
+        // The thread did it, not SQLite's own checkpoint on the writer.
+        assert!(runs() > 0, "the checkpoint thread never ran");
         drop(store);
         std::fs::remove_dir_all(&base).unwrap();
     }
