@@ -94,3 +94,37 @@ async fn tasks_survive_a_restart_and_a_runner_that_died_mid_step() {
     assert_eq!(record(dir.path(), &compute).steps, 1);
     assert_eq!(record(dir.path(), &compute).lease, None);
 }
+
+/// A task id leads with its creation time, as the component read it from
+/// the host's clock (48 bits of milliseconds before the random part, after
+/// a placement if there is one), so tasks made about the same time sit
+/// together in the store's key order; the time it carries is the task's
+/// creation time, across a restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_ids_lead_with_their_creation_time() {
+    let dir = TempDir::new("id-time");
+    let clock = Clock::manual(T0);
+    let time = |id: &str| {
+        let bytes = mcp_tasks_edge::crypto::b64url_decode(&id[4..]).unwrap();
+        let skip = bytes.len() - 16;
+        bytes[skip..skip + 6]
+            .iter()
+            .fold(0i64, |t, b| (t << 8) | i64::from(*b))
+    };
+    let client = boot(dir.path(), &clock);
+    let first = client.start("slow_compute", json!({"seconds": 5})).await;
+    clock.advance(1_500);
+    let second = client.start("slow_compute", json!({"seconds": 5})).await;
+    drop(client);
+    clock.advance(70_000);
+    let client = boot(dir.path(), &clock);
+    let third = client.start("slow_compute", json!({"seconds": 5})).await;
+    assert_eq!(
+        [time(&first), time(&second), time(&third)],
+        [T0, T0 + 1_500, T0 + 71_500]
+    );
+    for id in [&first, &second, &third] {
+        assert_eq!(client.status(id).await, "working", "{id}");
+        assert_eq!(record(dir.path(), id).created_at, time(id), "{id}");
+    }
+}

@@ -643,6 +643,12 @@ function placementOf(id) {
   return rest.length === 24 ? Buffer.from(rest.slice(0, 4), 'base64url').readUInt16BE(0) : null;
 }
 
+/** The creation time (ms) a task id leads with: the 6 bytes after the placement. */
+function timeOf(id) {
+  const bytes = Buffer.from(id.slice(4), 'base64url');
+  return bytes.readUIntBE(bytes.length - 16, 6);
+}
+
 async function growth() {
   // Before: the original layout (2 shards), as a deployment has it today.
   useServer(new Wrangler({ MCP_TASK_SHARDS: '2' }));
@@ -681,6 +687,12 @@ async function growth() {
     check([...shards].every((p) => p !== null && p < 8), `placements ${[...shards]}`);
     check(shards.size > 2, `16 new tasks used only shards ${[...shards]}`);
     figure(`growth: 16 tasks created after capacity 2 -> 8 landed on ${shards.size} shards`);
+    // Each id leads with its task's creation time (so a shard's new tasks
+    // sit together in its storage's key order).
+    for (const id of fresh.slice(0, 4)) {
+      const { createdAt } = await getTask(id);
+      equal(timeOf(id), Date.parse(createdAt), `${id} leads with its createdAt ${createdAt}`);
+    }
     for (const id of [placed, legacy, ...fresh]) {
       const t = await waitFor(id, (x) => TERMINAL.has(x.status), `${id} completes`, 30_000);
       equal(t.status, 'completed', `${id}`);
