@@ -56,7 +56,9 @@ pub fn placement_of(id: &str) -> Option<u16> {
 /// two): 80 unpredictable bits, so an id is
 /// still not guessed, and ids made about the same time sit together in a
 /// store's key order. A store that keeps its keys in a B-tree then adds a
-/// new task beside the last ones instead of on a page of its own; with a
+/// new task among the other recent ones instead of on a page of its own
+/// (base64url does not sort in the order of its values, so ids cluster by
+/// time rather than follow it exactly); with a
 /// million stored tasks, that is the difference between a create that
 /// writes back one page of its own and one that shares it.
 ///

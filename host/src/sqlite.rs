@@ -21,9 +21,10 @@
 //!
 //! **Checkpoints.** Copying the write-ahead log back into the database runs
 //! on a thread of its own (see `SqliteStore::checkpoint_elsewhere`), so a
-//! commit never waits behind one; with a million stored tasks a checkpoint
-//! writes back a page per create, and running it on the writer put it in
-//! the tail latency of every write queued behind it.
+//! commit does not wait behind one unless the log has reached its cap; with
+//! a million stored tasks and random keys a checkpoint wrote back a page
+//! per create, and running it on the writer put it in the tail latency of
+//! every write queued behind it.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -355,7 +356,7 @@ impl SqliteStore {
         // find it locked while one of them switches it to WAL, which SQLite
         // reports at once instead of waiting: try again for a while.
         let mut attempt = 0;
-        let conn = loop {
+        let mut conn = loop {
             match store
                 .connect()
                 .and_then(|c| c.execute_batch(SCHEMA).map(|()| c))
@@ -375,7 +376,6 @@ impl SqliteStore {
         };
         // The writer thread owns its connection; checkpoints run on a
         // thread and connection of their own.
-        let mut conn = conn;
         store.checkpoint_elsewhere(&mut conn)?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
@@ -668,13 +668,20 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    /// An empty path under the temporary directory, unique to this process
+    /// and `name`, with whatever an earlier run left there removed.
+    fn fresh_dir(name: &str) -> std::path::PathBuf {
+        let base = std::env::temp_dir().join(format!("mte-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        base
+    }
+
     #[cfg(unix)]
     #[test]
     fn the_store_is_private_to_its_user() {
         use std::os::unix::fs::PermissionsExt;
-        let base = std::env::temp_dir().join(format!("mte-private-{}", std::process::id()));
+        let base = fresh_dir("private");
         let dir = base.join("data");
-        let _ = std::fs::remove_dir_all(&base);
         let store = super::SqliteStore::open(&dir).unwrap();
         mcp_tasks_edge::block_on(mcp_tasks_edge::store::Store::put(
             &store, "k", None, "{}", None,
@@ -693,8 +700,7 @@ mod tests {
     /// by the checkpoint thread, long before the writer's own cap.
     #[test]
     fn the_log_is_checkpointed_beside_the_writer() {
-        let base = std::env::temp_dir().join(format!("mte-ckpt-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = fresh_dir("ckpt");
         let store = super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap();
         let db = base.join(super::FILE_NAME);
         let size = || std::fs::metadata(&db).unwrap().len();
@@ -725,8 +731,7 @@ mod tests {
     /// cap takes over when the checkpoint thread cannot finish.
     #[test]
     fn the_log_stays_bounded_under_writes_that_never_pause() {
-        let base = std::env::temp_dir().join(format!("mte-wal-cap-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = fresh_dir("wal-cap");
         let store =
             std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
         let wal = base.join(format!("{}-wal", super::FILE_NAME));
@@ -759,8 +764,7 @@ mod tests {
     /// default keeps its own and reads and writes as before.
     #[test]
     fn a_new_store_has_large_pages_and_an_old_one_keeps_its_own() {
-        let base = std::env::temp_dir().join(format!("mte-pages-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        let base = fresh_dir("pages");
         let page_size = |dir: &std::path::Path| -> i64 {
             rusqlite::Connection::open(dir.join(super::FILE_NAME))
                 .unwrap()
