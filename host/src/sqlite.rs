@@ -25,9 +25,20 @@
 //! a million stored tasks and random keys a checkpoint wrote back a page
 //! per create, and running it on the writer put it in the tail latency of
 //! every write queued behind it.
+//!
+//! **A held read mark.** Every read is its own transaction, and SQLite takes
+//! and drops a shared lock on the log's read mark for each (two `fcntl`
+//! calls, under a mutex the serving threads contend for). While reads go
+//! on and the log is short, a thread of the store's keeps one read
+//! transaction open on the log's newest mark (see [`ReadMark`]), so this
+//! process always holds that lock and a read's own lock calls never reach
+//! the kernel. A held mark keeps checkpoints from copying past it and the
+//! log from starting over, so the thread lets it go as soon as the log
+//! (read from SQLite's shared-memory index, whoever wrote it) reaches
+//! [`CHECKPOINT_AT`] frames, and whenever reads stop.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,6 +87,8 @@ pub struct SqliteStore {
     writer: Mutex<Option<mpsc::Sender<Write>>>,
     /// Checkpoints the checkpoint thread has run.
     checkpoints: Arc<AtomicU64>,
+    /// The held read mark.
+    mark: ReadMark,
 }
 
 /// Frames in the write-ahead log past which a commit wakes the
@@ -91,6 +104,171 @@ const CHECKPOINT_STEP: i32 = CHECKPOINT_AT / 4;
 /// Frames past which the writer checkpoints itself: it copies what the
 /// thread has not copied yet, and the log starts over at the next commit.
 const CHECKPOINT_CAP: i32 = 4 * CHECKPOINT_AT;
+
+/// How often the read-mark thread looks again while reads go on: it
+/// follows the log's newest mark (commits since it took its own make
+/// readers take a mark of their own until then) and sees the log grow.
+const MARK_REFRESH: Duration = Duration::from_millis(5);
+
+/// The [`ReadMark`] thread's states.
+const RELEASED: u8 = 0;
+const HELD: u8 = 1;
+/// No mark held, the thread looking again every [`MARK_REFRESH`] (the log
+/// was too long, or a mark could not be taken).
+const WAITING: u8 = 2;
+
+/// A handle on the store's read-mark thread (see the module
+/// documentation). The thread ends once every handle is gone.
+#[derive(Default)]
+struct ReadMark {
+    state: Arc<MarkState>,
+    wake: Option<mpsc::SyncSender<()>>,
+}
+
+#[derive(Default)]
+struct MarkState {
+    /// [`RELEASED`], [`HELD`] or [`WAITING`].
+    status: std::sync::atomic::AtomicU8,
+    /// A read began since the thread last looked.
+    used: AtomicBool,
+}
+
+impl ReadMark {
+    fn start(store: &SqliteStore) -> anyhow::Result<Self> {
+        let state = Arc::new(MarkState::default());
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let (conns, theirs) = ([store.connect()?, store.connect()?], state.clone());
+        for c in &conns {
+            // A mark that cannot be taken at once is not worth waiting for.
+            c.busy_timeout(Duration::ZERO)?;
+        }
+        std::thread::Builder::new()
+            .name("sqlite-read-mark".into())
+            .spawn(move || mark_loop(conns, &theirs, &woken))?;
+        Ok(ReadMark {
+            state,
+            wake: Some(wake),
+        })
+    }
+
+    /// Before a read: noted, and the thread woken if it holds no mark and
+    /// is not looking on its own.
+    fn touch(&self) {
+        let Some(wake) = &self.wake else { return };
+        if !self.state.used.load(Ordering::Relaxed) {
+            self.state.used.store(true, Ordering::Relaxed);
+        }
+        if self.state.status.load(Ordering::Relaxed) == RELEASED {
+            let _ = wake.try_send(());
+        }
+    }
+
+    /// Whether the thread holds a mark now (for tests).
+    #[cfg(test)]
+    fn held(&self) -> bool {
+        self.state.status.load(Ordering::Relaxed) == HELD
+    }
+}
+
+/// The read-mark thread: `conns[held]` has a read transaction open while the
+/// status is [`HELD`]; a new mark is taken on the other connection before
+/// the old one is let go, so this process never stops holding one between.
+fn mark_loop(conns: [Connection; 2], state: &MarkState, woken: &mpsc::Receiver<()>) {
+    use mpsc::RecvTimeoutError::{Disconnected, Timeout};
+    let mut held: Option<usize> = None;
+    let release = |held: &mut Option<usize>| {
+        if let Some(i) = held.take() {
+            end_read(&conns[i]);
+        }
+    };
+    loop {
+        let signal = match state.status.load(Ordering::Relaxed) {
+            RELEASED => woken.recv().map_err(|_| Disconnected),
+            _ => woken.recv_timeout(MARK_REFRESH),
+        };
+        match signal {
+            Err(Disconnected) => break,
+            Err(Timeout) if !state.used.swap(false, Ordering::Relaxed) => {
+                // No read since the last look: nothing to hold a mark for.
+                release(&mut held);
+                state.status.store(RELEASED, Ordering::Relaxed);
+                continue;
+            }
+            _ => {}
+        }
+        let next = held.map_or(0, |i| 1 - i);
+        if log_frames(&conns[next]).is_none_or(|frames| frames >= CHECKPOINT_AT.unsigned_abs()) {
+            // Let checkpoints finish and the log start over.
+            release(&mut held);
+            state.status.store(WAITING, Ordering::Relaxed);
+            continue;
+        }
+        if begin_read(&conns[next]).is_ok() {
+            release(&mut held);
+            held = Some(next);
+            state.status.store(HELD, Ordering::Relaxed);
+        } else {
+            end_read(&conns[next]);
+            release(&mut held);
+            state.status.store(WAITING, Ordering::Relaxed);
+        }
+    }
+    release(&mut held);
+}
+
+/// Opens a read transaction that holds the log's newest read mark.
+fn begin_read(c: &Connection) -> rusqlite::Result<()> {
+    c.execute_batch("BEGIN")?;
+    c.query_row("SELECT COUNT(*) FROM floor", [], |_| Ok(()))
+}
+
+fn end_read(c: &Connection) {
+    let _ = c.execute_batch("COMMIT");
+}
+
+/// The frames in the write-ahead log now, whoever wrote them: `mxFrame` of
+/// the wal-index header at the start of the shared-memory index (SQLite's
+/// documented WAL format, native byte order, version 3007000), read through
+/// `c`'s own mapping of it. Never through a file handle of our own on the
+/// `-shm` file: closing one would drop every POSIX lock this process holds
+/// on it, SQLite's included. `None` when there is no index to read.
+fn log_frames(c: &Connection) -> Option<u32> {
+    use rusqlite::ffi;
+    /// The size of a wal-index region, as SQLite maps them.
+    const REGION: std::ffi::c_int = 32 * 1024;
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: `c` is open and used by this thread alone. The file control
+    // writes the database's `sqlite3_file` pointer, which lives as long as
+    // `c` does; its methods are SQLite's VFS, called as SQLite calls them:
+    // `xShmMap` of region 0 at SQLite's own region size, without extending
+    // it, hands back SQLite's mapping (made when `c` first read the log).
+    // The header is read with volatile reads of aligned words, as other
+    // processes may be writing it; a stale or mid-update value only makes
+    // the mark step aside a refresh early or late.
+    unsafe {
+        let rc = ffi::sqlite3_file_control(
+            c.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&raw mut file).cast(),
+        );
+        if rc != ffi::SQLITE_OK || file.is_null() {
+            return None;
+        }
+        let methods = (*file).pMethods;
+        if methods.is_null() || (*methods).iVersion < 2 {
+            return None;
+        }
+        let map = (*methods).xShmMap?;
+        let mut region: *mut std::ffi::c_void = std::ptr::null_mut();
+        if map(file, 0, REGION, 0, &raw mut region) != ffi::SQLITE_OK || region.is_null() {
+            return None;
+        }
+        let header = region.cast::<u32>();
+        (std::ptr::read_volatile(header) == 3_007_000)
+            .then(|| std::ptr::read_volatile(header.add(4)))
+    }
+}
 
 /// Most writes one transaction takes.
 const MAX_BATCH: usize = 512;
@@ -345,12 +523,13 @@ impl SqliteStore {
     pub fn open_with(dir: &Path, sync: Sync) -> anyhow::Result<Self> {
         private_dir(dir)?;
         private_file(&dir.join(FILE_NAME))?;
-        let store = SqliteStore {
+        let mut store = SqliteStore {
             path: dir.join(FILE_NAME),
             idle: Mutex::new(Vec::new()),
             sync,
             writer: Mutex::new(None),
             checkpoints: Default::default(),
+            mark: ReadMark::default(),
         };
         // Several processes (or threads) opening a new store at once can
         // find it locked while one of them switches it to WAL, which SQLite
@@ -381,6 +560,7 @@ impl SqliteStore {
         std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || writer_loop(conn, rx))?;
+        store.mark = ReadMark::start(&store)?;
         if let Ok(mut w) = store.writer.lock() {
             *w = Some(tx);
         }
@@ -552,6 +732,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        self.mark.touch();
         let mut conn = self.acquire()?;
         let result = f(&mut conn);
         self.release(conn);
@@ -757,6 +938,91 @@ mod tests {
         assert!(len <= bound, "the log grew to {len} bytes (bound {bound})");
         assert_eq!(store.stored().unwrap().1, 16_000);
         drop(store);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// Reads get the held read mark, and it goes once they stop: nothing
+    /// then holds the log, so a checkpoint that needs every reader gone
+    /// finishes at once.
+    #[test]
+    fn a_read_mark_is_held_while_reads_go_on_and_let_go_after() {
+        let base = fresh_dir("read-mark");
+        let store = super::SqliteStore::open(&base).unwrap();
+        store.put("k", None, "v", None).unwrap();
+        let until = |held: bool, reading: bool| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while std::time::Instant::now() < deadline {
+                if reading {
+                    assert!(store.get("k").unwrap().is_some());
+                }
+                if store.mark.held() == held {
+                    return true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            false
+        };
+        assert!(until(true, true), "reads never got a held mark");
+        assert!(until(false, false), "the mark outlived the reads");
+        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
+        c.busy_timeout(std::time::Duration::ZERO).unwrap();
+        let busy: i64 = c
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(busy, 0, "a reader still holds the log");
+        drop((c, store));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A store that only reads lets the log of another that writes on the
+    /// same file (another process, in production) start over: its held
+    /// mark steps aside as the log grows.
+    #[test]
+    fn the_log_stays_bounded_while_another_store_reads() {
+        let base = fresh_dir("wal-reader");
+        let writer =
+            std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
+        let reader = std::sync::Arc::new(super::SqliteStore::open(&base).unwrap());
+        writer.put("seen", None, "v", None).unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (reader, done) = (reader.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut held = false;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        assert!(reader.get("seen").unwrap().is_some());
+                        held |= reader.mark.held();
+                    }
+                    held
+                })
+            })
+            .collect();
+        let body = "x".repeat(2000);
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let (writer, body) = (writer.clone(), body.clone());
+                std::thread::spawn(move || {
+                    for i in 0..4000 {
+                        writer.put(&format!("t{t}-{i}"), None, &body, None).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let held = readers
+            .into_iter()
+            .fold(false, |a, r| r.join().unwrap() | a);
+        assert!(held, "the reading store never held a mark");
+        let frame = super::PAGE_SIZE as u64 + 24;
+        let bound = 32 + frame * (super::CHECKPOINT_CAP as u64 + 2 * super::MAX_BATCH as u64);
+        let wal = base.join(format!("{}-wal", super::FILE_NAME));
+        let len = std::fs::metadata(&wal).unwrap().len();
+        assert!(len <= bound, "the log grew to {len} bytes (bound {bound})");
+        drop((writer, reader));
         std::fs::remove_dir_all(&base).unwrap();
     }
 
