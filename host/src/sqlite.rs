@@ -30,12 +30,12 @@
 //! and drops a shared lock on the log's read mark for each (two `fcntl`
 //! calls, under a mutex the serving threads contend for). While reads go
 //! on and the log is short, a thread of the store's keeps one read
-//! transaction open on the log's newest mark (see [`ReadMark`]), so this
+//! transaction open on the log's newest mark (see `ReadMark`), so this
 //! process always holds that lock and a read's own lock calls never reach
 //! the kernel. A held mark keeps checkpoints from copying past it and the
 //! log from starting over, so the thread lets it go as soon as the log
 //! (read from SQLite's shared-memory index, whoever wrote it) reaches
-//! [`CHECKPOINT_AT`] frames, and whenever reads stop.
+//! `CHECKPOINT_AT` frames, and whenever reads stop.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
