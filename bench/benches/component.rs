@@ -10,7 +10,6 @@
 use mcp_tasks_edge_host::{runtime, sqlite};
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -66,13 +65,13 @@ async fn exchange(rt: &Arc<Runtime>, r: &Req) -> Value {
 /// Times `iters` calls, minus the time spent inside host store calls.
 async fn guest_time(rt: &Arc<Runtime>, iters: u64, mut call: impl AsyncFnMut() -> ()) -> Duration {
     let stats = rt.limit_stats();
-    let store_before = stats.store_ns.load(Ordering::Relaxed);
+    let store_before = stats.store_ns.get();
     let started = Instant::now();
     for _ in 0..iters {
         call().await;
     }
     let total = started.elapsed();
-    let store = Duration::from_nanos(stats.store_ns.load(Ordering::Relaxed) - store_before);
+    let store = Duration::from_nanos(stats.store_ns.get() - store_before);
     total.saturating_sub(store)
 }
 
@@ -226,9 +225,9 @@ fn benches(c: &mut Criterion) {
     let stats = rt.limit_stats();
     eprintln!(
         "host store calls: {}, {:.1} µs each on average",
-        stats.store_calls.load(Ordering::Relaxed),
-        stats.store_ns.load(Ordering::Relaxed) as f64
-            / stats.store_calls.load(Ordering::Relaxed).max(1) as f64
+        stats.store_calls.get(),
+        stats.store_ns.get() as f64
+            / stats.store_calls.get().max(1) as f64
             / 1000.0
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,6 +5,7 @@
 //! The `host` binary serves a component; the `wasi` tests and the
 //! benchmarks drive the same modules in process.
 
+pub mod affine;
 pub mod runtime;
 pub mod serve;
 pub mod sqlite;

@@ -17,8 +17,8 @@
 //! each call or kept in a pool ([`Strategy`]).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -34,6 +34,7 @@ use wasmtime_wasi::{HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiVie
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView};
 
+use crate::affine::{AffinePool, Counter};
 use crate::sqlite::SqliteStore;
 
 mod bindings {
@@ -247,9 +248,10 @@ pub struct LimitStats {
     /// Deadlines extended because the call was making progress.
     pub extensions: AtomicU64,
     /// Host store calls made by the guest, and the time spent in them
-    /// (benchmarks subtract it to time the guest alone).
-    pub store_calls: AtomicU64,
-    pub store_ns: AtomicU64,
+    /// (benchmarks subtract it to time the guest alone). Counted per
+    /// serving thread: every request adds to them.
+    pub store_calls: Counter,
+    pub store_ns: Counter,
 }
 
 /// Caps linear memory; tables get a generous fixed cap.
@@ -386,11 +388,10 @@ impl HostState {
     fn done(&self, started: std::time::Instant) {
         self.progress.fetch_add(1, Ordering::Relaxed);
         let stats = &self.limits.stats;
-        stats.store_calls.fetch_add(1, Ordering::Relaxed);
-        stats.store_ns.fetch_add(
-            u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        stats.store_calls.add(1);
+        stats
+            .store_ns
+            .add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Runs one host store call, counting it and its time.
@@ -459,7 +460,8 @@ pub struct Runtime {
     store: Arc<SqliteStore>,
     settings: Settings,
     outbound_allow: Arc<Vec<String>>,
-    pool: Mutex<Vec<Instance>>,
+    /// Idle instances, each kept with the thread that used it last.
+    pool: AffinePool<Instance>,
     /// One permit per instance in use.
     live: Arc<tokio::sync::Semaphore>,
     traps: AtomicUsize,
@@ -553,13 +555,17 @@ impl Runtime {
         wit_store::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)?;
         let pre = bindings::ServerPre::new(linker.instantiate_pre(component)?)?;
         let max_instances = settings.max_instances.max(1);
+        let pool = AffinePool::new(match settings.strategy {
+            Strategy::Pooled(max) => max,
+            Strategy::Fresh => 0,
+        });
         Ok(Arc::new(Runtime {
             engine: engine.clone(),
             pre,
             store,
             outbound_allow: Arc::new(allowed_origins(&settings.env)),
             settings,
-            pool: Mutex::new(Vec::new()),
+            pool,
             live: Arc::new(tokio::sync::Semaphore::new(max_instances)),
             traps: AtomicUsize::new(0),
             instantiations: AtomicUsize::new(0),
@@ -591,8 +597,11 @@ impl Runtime {
         &self.stats
     }
 
-    /// HTTP requests whose component call has not returned yet (event
-    /// streams included).
+    /// Requests served through `wasi:http` ([`Runtime::handle`]: event
+    /// streams, bodies too large for one `exchange`) whose component call
+    /// has not returned yet. [`Runtime::exchange`] calls are not counted:
+    /// each returns whole, and counting them would have every serving
+    /// thread write one shared counter on every request.
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
@@ -708,7 +717,7 @@ impl Runtime {
     ) -> Result<Instance> {
         let pooled = match self.settings.strategy {
             Strategy::Fresh => None,
-            Strategy::Pooled(_) => self.pool.lock().ok().and_then(|mut p| p.pop()),
+            Strategy::Pooled(_) => self.pool.take(),
         };
         let mut instance = match pooled {
             Some(i) => i,
@@ -726,11 +735,8 @@ impl Runtime {
     /// Returns an instance after a call that did not trap.
     pub fn release(&self, mut instance: Instance) {
         instance.permit = None;
-        if let Strategy::Pooled(max) = self.settings.strategy
-            && let Ok(mut pool) = self.pool.lock()
-            && pool.len() < max
-        {
-            pool.push(instance);
+        if let Strategy::Pooled(_) = self.settings.strategy {
+            self.pool.put(instance);
         }
     }
 
@@ -828,14 +834,19 @@ impl Runtime {
     /// body in and out. `None` when the answer is a stream (serve it through
     /// [`Runtime::handle`] instead).
     pub async fn exchange(&self, request: &ExchangeRequest) -> Result<Option<ExchangeResponse>> {
-        let mut i = self.acquire().await?;
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        // A borrowed permit, held for the call: unlike an owned one it takes
+        // no clone of the semaphore's `Arc`, whose count every serving
+        // thread would write.
+        let _permit = self
+            .live
+            .try_acquire()
+            .map_err(|_| anyhow::Error::new(AtCapacity))?;
+        let mut i = self.acquire_with(None).await?;
         let result = i
             .server
             .mcp_tasks_edge_exchange()
             .call_handle(&mut i.store, request)
             .await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         match result {
             Ok(response) => {
                 self.release(i);

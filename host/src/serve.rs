@@ -336,9 +336,13 @@ async fn connection(
     permit: OwnedSemaphorePermit,
 ) {
     let _permit = permit;
+    // One per connection: the clone each request takes writes to this
+    // count only, not to the runtime's, which every serving thread shares.
+    let served = Arc::new((runtime, ticker));
     let service = service_fn(move |req| {
-        let (runtime, ticker) = (runtime.clone(), ticker.clone());
+        let served = served.clone();
         async move {
+            let (runtime, ticker) = &*served;
             match mode {
                 Mode::Component => serve_one(runtime, ticker, req, true, limits).await,
                 Mode::WasiHttp => serve_one(runtime, ticker, req, false, limits).await,
@@ -535,8 +539,8 @@ fn plain(
 }
 
 async fn serve_one(
-    runtime: Arc<Runtime>,
-    ticker: Arc<Ticker>,
+    runtime: &Arc<Runtime>,
+    ticker: &Ticker,
     req: Request<Incoming>,
     exchange: bool,
     limits: Limits,
@@ -592,7 +596,7 @@ async fn serve_one(
         };
         match runtime.exchange(&request).await {
             Ok(Some(resp)) => {
-                ticker.poke(&runtime);
+                ticker.poke(runtime);
                 return Ok(plain(resp.status, resp.headers, resp.body));
             }
             // Its answer may stream: declined before anything ran, so it
@@ -613,7 +617,7 @@ async fn serve_one(
         Ok(_) if timed_out.load(Ordering::SeqCst) => Ok(body_timed_out()),
         Ok(resp) => {
             // The component has answered, so whatever it stored is committed.
-            ticker.poke(&runtime);
+            ticker.poke(runtime);
             Ok(resp)
         }
         Err(e) => Ok(component_failed(e)),

@@ -46,13 +46,15 @@ use std::time::Duration;
 use mcp_tasks_edge::store::{Entry, Store, StoreError, Version};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use crate::affine::AffinePool;
+
 /// The database file inside the data directory.
 pub const FILE_NAME: &str = "tasks.sqlite3";
 
 /// How long a writer waits for another connection's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Idle connections kept for reuse.
+/// Idle read connections kept for reuse, per serving thread.
 const MAX_IDLE: usize = 16;
 
 /// The page size of a new store. A stored task (about 1.3 KB for the
@@ -82,7 +84,8 @@ CREATE TABLE IF NOT EXISTS floor (
 /// pool (or opens one); a write goes to the store's writer thread.
 pub struct SqliteStore {
     path: PathBuf,
-    idle: Mutex<Vec<Connection>>,
+    /// Idle read connections, each kept with the thread that used it last.
+    idle: AffinePool<Connection>,
     sync: Sync,
     writer: Mutex<Option<mpsc::Sender<Write>>>,
     /// Checkpoints the checkpoint thread has run.
@@ -483,6 +486,27 @@ fn to_sql(v: Version) -> Result<i64, StoreError> {
 
 /// Creates `dir` (and its parents) readable by this user only (0700); an
 /// existing directory is left as it is.
+/// Turns SQLite's memory statistics off, once, before its first
+/// connection: with them on, every allocation of every connection takes
+/// one process-wide mutex, which the serving threads' reads then contend
+/// for. The host never reads them.
+fn no_memory_statistics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `sqlite3_config` may be called before SQLite is
+        // initialised, and `Once` runs this before this process opens any
+        // connection (every connection is opened through a store). If
+        // SQLite was initialised already (another library in the process),
+        // it returns SQLITE_MISUSE and changes nothing.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+                0 as std::ffi::c_int,
+            );
+        }
+    });
+}
+
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
@@ -521,11 +545,12 @@ impl SqliteStore {
     }
 
     pub fn open_with(dir: &Path, sync: Sync) -> anyhow::Result<Self> {
+        no_memory_statistics();
         private_dir(dir)?;
         private_file(&dir.join(FILE_NAME))?;
         let mut store = SqliteStore {
             path: dir.join(FILE_NAME),
-            idle: Mutex::new(Vec::new()),
+            idle: AffinePool::new(MAX_IDLE),
             sync,
             writer: Mutex::new(None),
             checkpoints: Default::default(),
@@ -713,19 +738,14 @@ impl SqliteStore {
     }
 
     fn acquire(&self) -> Result<Connection, StoreError> {
-        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
-        match idle {
+        match self.idle.take() {
             Some(conn) => Ok(conn),
             None => self.connect().map_err(unavailable),
         }
     }
 
     fn release(&self, conn: Connection) {
-        if let Ok(mut idle) = self.idle.lock()
-            && idle.len() < MAX_IDLE
-        {
-            idle.push(conn);
-        }
+        self.idle.put(conn);
     }
 
     fn with<T>(
@@ -855,6 +875,29 @@ mod tests {
         let base = std::env::temp_dir().join(format!("mte-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         base
+    }
+
+    #[test]
+    fn sqlite_keeps_no_memory_statistics() {
+        let base = fresh_dir("memstatus");
+        let store = super::SqliteStore::open(&base).unwrap();
+        store.get("absent").unwrap();
+        let (mut current, mut highest) = (-1i64, -1i64);
+        // SAFETY: two valid pointers to `i64`s for SQLite to write.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_status64(
+                rusqlite::ffi::SQLITE_STATUS_MEMORY_USED,
+                &mut current,
+                &mut highest,
+                0,
+            )
+        };
+        assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+        assert_eq!(
+            current, 0,
+            "SQLite counts its memory, so every allocation takes its global mutex"
+        );
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[cfg(unix)]

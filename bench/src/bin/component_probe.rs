@@ -5,7 +5,6 @@
 use mcp_tasks_edge_host::{runtime, sqlite};
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde_json::json;
@@ -145,7 +144,7 @@ fn main() {
                     .await
                     .expect("warm");
             }
-            let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+            let before = rt.limit_stats().store_ns.get();
             let t = Instant::now();
             for _ in 0..n {
                 rt.request(method, path, &refs, b.clone())
@@ -153,7 +152,7 @@ fn main() {
                     .expect("call");
             }
             let total = t.elapsed().as_nanos() as f64;
-            let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+            let store = (rt.limit_stats().store_ns.get() - before) as f64;
             println!(
                 "wasi:http  {name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
                 (total - store) / f64::from(n) / 1000.0,
@@ -169,13 +168,13 @@ fn main() {
             for _ in 0..200 {
                 rt.exchange(&request).await.expect("warm");
             }
-            let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+            let before = rt.limit_stats().store_ns.get();
             let t = Instant::now();
             for _ in 0..n {
                 rt.exchange(&request).await.expect("call");
             }
             let total = t.elapsed().as_nanos() as f64;
-            let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+            let store = (rt.limit_stats().store_ns.get() - before) as f64;
             println!(
                 "exchange   {name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
                 (total - store) / f64::from(n) / 1000.0,
@@ -237,11 +236,11 @@ async fn creates_with_quotas(component: &std::path::Path, dir: &std::path::Path,
         if i % 50 == 0 {
             finish().await;
         }
-        let before = rt.limit_stats().store_ns.load(Ordering::Relaxed);
+        let before = rt.limit_stats().store_ns.get();
         let t = Instant::now();
         let r = rt.exchange(&request).await.expect("call");
         let spent = t.elapsed().as_nanos() as f64;
-        let store = (rt.limit_stats().store_ns.load(Ordering::Relaxed) - before) as f64;
+        let store = (rt.limit_stats().store_ns.get() - before) as f64;
         if r.is_none_or(|r| r.status != 200) {
             refused += 1;
         }
