@@ -11,7 +11,8 @@
 #   ours-worker   the Worker on `wrangler dev` (workerd, Durable Objects)
 #   rmcp          rmcp 3.11 with its in-memory task manager, as configured by
 #                 default (SSE replies, Nagle on)
-#   rmcp-tuned    the same with JSON replies and TCP_NODELAY
+#   rmcp-tuned    the same with JSON replies, TCP_NODELAY and the serving
+#                 threads below
 #   fastmcp       FastMCP 4.1.4 + fastmcp-tasks 4.1.4 (uvicorn)
 #
 # Every server runs generate_report with no simulated outline delay, so the
@@ -20,6 +21,14 @@
 #   bash bench/run.sh                 # everything (about 30 minutes)
 #   SERVERS="ours-wasi rmcp" SECONDS_PER=3 ROUNDS=1 bash bench/run.sh
 #
+# SERVING_THREADS (default 1): the serving threads of ours (`--threads`) and
+# of rmcp tuned (TOKIO_WORKER_THREADS). The load client runs on the same
+# machine and needs about half of two cores; with a serving thread per core
+# the servers compete with it for both, and on 2 cores every server measured
+# did as well or better with one (bench/README.md, "Serving threads").
+# Empty: each server's own default (a thread per CPU). FastMCP serves on
+# one thread either way; rmcp as configured by default keeps its default.
+#
 # Not part of `make test`. Needs the toolchain `make test` installs, plus
 # Python 3 (for FastMCP, installed into bench/.venv from PyPI).
 set -euo pipefail
@@ -27,6 +36,12 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS_PER=${SECONDS_PER:-5}
 ROUNDS=${ROUNDS:-3}
+SERVING_THREADS=${SERVING_THREADS-1}
+OURS_THREADS=() RMCP_THREADS=()
+if [[ -n $SERVING_THREADS ]]; then
+  OURS_THREADS=(--threads "$SERVING_THREADS")
+  RMCP_THREADS=(TOKIO_WORKER_THREADS="$SERVING_THREADS")
+fi
 SERVERS=${SERVERS:-"ours-wasi ours-wasi-normal ours-const ours-worker rmcp rmcp-tuned fastmcp"}
 PREFILL_SMALL=${PREFILL_SMALL:-10000}
 PREFILL_LARGE=${PREFILL_LARGE:-100000}
@@ -87,9 +102,9 @@ start() { # name port command...
 
 launch() { # name
   case $1 in
-    ours-wasi) start ours-wasi 18788 env "${OURS_ENV[@]}" "$HOST" --port 18788 --data "$WORK/wasi" ;;
-    ours-wasi-normal) start ours-wasi-normal 18790 env "${OURS_ENV[@]}" "$HOST" --port 18790 --data "$WORK/wasi-normal" --sync normal ;;
-    ours-const) start ours-const 18789 env "${OURS_ENV[@]}" "$HOST" --port 18789 --data "$WORK/const" --constant ;;
+    ours-wasi) start ours-wasi 18788 env "${OURS_ENV[@]}" "$HOST" --port 18788 --data "$WORK/wasi" "${OURS_THREADS[@]}" ;;
+    ours-wasi-normal) start ours-wasi-normal 18790 env "${OURS_ENV[@]}" "$HOST" --port 18790 --data "$WORK/wasi-normal" --sync normal "${OURS_THREADS[@]}" ;;
+    ours-const) start ours-const 18789 env "${OURS_ENV[@]}" "$HOST" --port 18789 --data "$WORK/const" --constant "${OURS_THREADS[@]}" ;;
     ours-worker)
       # The bundle with the conformance tools (slow_compute) that the
       # workerd end-to-end tests use; same Worker otherwise.
@@ -101,7 +116,7 @@ launch() { # name
       start ours-worker 18787 wrangler dev --config tests/workerd/wrangler.toml --ip 127.0.0.1 --port 18787 \
         --persist-to "$WORK/wrangler" "${vars[@]}" ;;
     rmcp) start rmcp 18081 env OUTLINE_MS=0 JSON_RESPONSE=0 TCP_NODELAY=0 TASK_TTL_MS=3600000 "$RMCP" 18081 ;;
-    rmcp-tuned) start rmcp-tuned 18082 env OUTLINE_MS=0 JSON_RESPONSE=1 TCP_NODELAY=1 TASK_TTL_MS=3600000 "$RMCP" 18082 ;;
+    rmcp-tuned) start rmcp-tuned 18082 env OUTLINE_MS=0 JSON_RESPONSE=1 TCP_NODELAY=1 TASK_TTL_MS=3600000 "${RMCP_THREADS[@]}" "$RMCP" 18082 ;;
     fastmcp) start fastmcp 18083 env OUTLINE_MS=0 bench/.venv/bin/python bench/peers/fastmcp_server.py 18083 ;;
     *) echo "bench: unknown server $1" >&2; return 1 ;;
   esac
