@@ -160,7 +160,8 @@ pub enum Strategy {
     /// A new instance for every request and tick.
     Fresh,
     /// Instances are kept after a successful call and reused (at most this
-    /// many idle ones).
+    /// many idle ones per serving thread; each stays with the thread that
+    /// used it last).
     Pooled(usize),
 }
 
