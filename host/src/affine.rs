@@ -81,7 +81,7 @@ impl<T> AffinePool<T> {
     /// Keeps `item` in this thread's shard, or drops it when the shard is
     /// full.
     pub fn put(&self, item: T) {
-        if let Some(shard) = self.shards.get(slot() % self.shards.len())
+        if let Some(shard) = self.shards.get(slot())
             && let Ok(mut idle) = shard.0.lock()
             && idle.len() < self.cap
         {

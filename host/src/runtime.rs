@@ -478,7 +478,9 @@ pub struct Runtime {
 pub struct Instance {
     store: Store<HostState>,
     server: bindings::Server,
-    /// Held while the instance is in use (not while it idles in the pool).
+    /// Held while the instance serves a `wasi:http` call (not while it
+    /// idles in the pool); an `exchange` call holds a borrowed permit of its
+    /// own instead.
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 

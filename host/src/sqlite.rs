@@ -484,8 +484,6 @@ fn to_sql(v: Version) -> Result<i64, StoreError> {
     i64::try_from(v).map_err(|_| unavailable("version out of range"))
 }
 
-/// Creates `dir` (and its parents) readable by this user only (0700); an
-/// existing directory is left as it is.
 /// Turns SQLite's memory statistics off, once, before its first
 /// connection: with them on, every allocation of every connection takes
 /// one process-wide mutex, which the serving threads' reads then contend
@@ -494,10 +492,10 @@ fn no_memory_statistics() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: `sqlite3_config` may be called before SQLite is
-        // initialised, and `Once` runs this before this process opens any
-        // connection (every connection is opened through a store). If
-        // SQLite was initialised already (another library in the process),
-        // it returns SQLITE_MISUSE and changes nothing.
+        // initialised, and `Once` runs this before the host opens any
+        // connection (the host opens every one through a store). If SQLite
+        // was initialised already (another library's connection, or a
+        // test's own), it returns SQLITE_MISUSE and changes nothing.
         unsafe {
             rusqlite::ffi::sqlite3_config(
                 rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
@@ -507,6 +505,8 @@ fn no_memory_statistics() {
     });
 }
 
+/// Creates `dir` (and its parents) readable by this user only (0700); an
+/// existing directory is left as it is.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
