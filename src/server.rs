@@ -780,6 +780,9 @@ impl<S: Store> Server<S> {
         meta: Option<Option<&str>>,
         mirror: &Mirror<'_>,
     ) -> Result<ClientCapabilities, RpcError> {
+        if let Some((version, caps)) = meta.flatten().and_then(crate::protocol::meta::read_plain) {
+            return self.accept_version(version, mirror).map(|()| caps);
+        }
         let not_object = |_| RpcError::missing_meta("Invalid params: _meta must be an object.");
         let meta: Option<RawMeta<'_>> = match meta {
             Some(None | Some("null")) => None,
@@ -817,16 +820,22 @@ impl<S: Store> Server<S> {
                 meta_keys::CLIENT_CAPABILITIES
             ))
         })?;
+        self.accept_version(&version, mirror).map(|()| caps)
+    }
+
+    /// Checks the `_meta` version against the header and the versions this
+    /// server speaks.
+    fn accept_version(&self, version: &str, mirror: &Mirror<'_>) -> Result<(), RpcError> {
         mirror.check(
             "MCP-Protocol-Version",
             mirror.protocol_version,
-            &version,
+            version,
             true,
         )?;
-        if !SUPPORTED_VERSIONS.contains(&version.as_str()) {
-            return Err(RpcError::unsupported_version(truncate(&version, 64)));
+        if !SUPPORTED_VERSIONS.contains(&version) {
+            return Err(RpcError::unsupported_version(truncate(version, 64)));
         }
-        Ok(caps)
+        Ok(())
     }
 
     fn check_responses(&self, n: usize) -> Result<(), RpcError> {

@@ -146,6 +146,148 @@ pub(crate) fn split_at(
     })
 }
 
+/// Reads the version and the client capabilities from `_meta`'s text in
+/// one pass, without serde's derived readers, where that text is a plain
+/// object: member names without escapes, no known member twice, the
+/// version a string without escapes, the capabilities an object whose
+/// known members have the types [`ClientCapabilities`] gives them. Their
+/// values are built as serde builds them (an empty object directly, any
+/// other value through serde), and unknown members are skipped.
+///
+/// `text` must be valid JSON, as the envelope's readers leave a captured
+/// value: unknown members are skipped by their brackets, not checked.
+/// `None` for anything else, including every error: the caller then reads
+/// `_meta` with serde, which also words the errors.
+pub(crate) fn read_plain(text: &str) -> Option<(&str, ClientCapabilities)> {
+    use super::meta_keys::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
+    let text = text.trim_matches([' ', '\t', '\n', '\r']);
+    let (mut version, mut caps) = (None, None);
+    members(text, |key, value| {
+        match key {
+            PROTOCOL_VERSION if version.is_none() => {
+                let b = value.as_bytes();
+                let (end, escaped) = string_end(b, 0).filter(|_| b.first() == Some(&b'"'))?;
+                (end == b.len() && !escaped).then_some(())?;
+                version = Some(value.get(1..end - 1)?);
+            }
+            CLIENT_CAPABILITIES if caps.is_none() => caps = Some(plain_capabilities(value)?),
+            PROTOCOL_VERSION | CLIENT_CAPABILITIES => return None,
+            _ => {}
+        }
+        Some(())
+    })?;
+    Some((version?, caps?))
+}
+
+/// [`ClientCapabilities`] from a plain object (see [`read_plain`]).
+fn plain_capabilities(text: &str) -> Option<ClientCapabilities> {
+    let mut caps = ClientCapabilities::default();
+    let mut seen = 0;
+    members(text, |key, value| {
+        let field = ["elicitation", "sampling", "roots", "extensions"]
+            .iter()
+            .position(|f| *f == key);
+        if let Some(i) = field
+            && !first_time(&mut seen, i)
+        {
+            return None;
+        }
+        match field {
+            Some(0) if value == "null" => {}
+            Some(0) => {
+                let mut e = ElicitationCapability::default();
+                let mut seen = 0;
+                members(value, |key, value| {
+                    let (slot, i) = match key {
+                        "form" => (&mut e.form, 0),
+                        "url" => (&mut e.url, 1),
+                        _ => return Some(()),
+                    };
+                    if !first_time(&mut seen, i) {
+                        return None;
+                    }
+                    *slot = optional_value(value)?;
+                    Some(())
+                })?;
+                caps.elicitation = Some(e);
+            }
+            Some(1) => caps.sampling = optional_value(value)?,
+            Some(2) => caps.roots = optional_value(value)?,
+            Some(_) => members(value, |key, value| {
+                // A name twice: the last one stays, as in serde's map.
+                caps.extensions.insert(key.to_owned(), plain_value(value)?);
+                Some(())
+            })?,
+            None => {}
+        }
+        Some(())
+    })?;
+    Some(caps)
+}
+
+/// Whether the bit `i` of `seen` was clear; sets it.
+fn first_time(seen: &mut u8, i: usize) -> bool {
+    let bit = 1u8 << i;
+    let first = *seen & bit == 0;
+    *seen |= bit;
+    first
+}
+
+/// An `Option<Value>` member as serde reads it: `null` is `None`.
+fn optional_value(text: &str) -> Option<Option<Value>> {
+    if text == "null" {
+        return Some(None);
+    }
+    plain_value(text).map(Some)
+}
+
+/// A value as serde reads it; an empty object without serde.
+fn plain_value(text: &str) -> Option<Value> {
+    let b = text.as_bytes();
+    if b.first() == Some(&b'{') && skip_ws(b, 1) + 1 == b.len() && b.last() == Some(&b'}') {
+        return Some(Value::Object(Map::new()));
+    }
+    crate::json::from_str(text).ok()
+}
+
+/// Calls `f` with each member of the object `text` (valid JSON, no
+/// whitespace around it): its name, and its value's text without the
+/// whitespace around it. `None` if `text` is not an object, a member name
+/// has an escape, or `f` says `None`.
+fn members<'a>(text: &'a str, mut f: impl FnMut(&'a str, &'a str) -> Option<()>) -> Option<()> {
+    let b = text.as_bytes();
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let mut i = skip_ws(b, 1);
+    if b.get(i) == Some(&b'}') {
+        return (i + 1 == b.len()).then_some(());
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let (key_end, escaped) = string_end(b, i)?;
+        if escaped {
+            return None;
+        }
+        let key = text.get(i + 1..key_end - 1)?;
+        i = skip_ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = skip_ws(b, i + 1);
+        let end = value_end(b, start)?;
+        f(key, text.get(start..end)?)?;
+        i = skip_ws(b, end);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b'}' => return (i + 1 == b.len()).then_some(()),
+            _ => return None,
+        }
+    }
+}
+
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         i += 1;
@@ -336,7 +478,194 @@ mod tests {
         })
     }
 
+    /// What `Server::negotiate` reads with serde: the version and the
+    /// capabilities, or `None` where it answers an error.
+    fn read_with_serde(text: &str) -> Option<(String, ClientCapabilities)> {
+        let meta: RawMeta<'_> = crate::json::from_str(text).ok()?;
+        let version = crate::json::from_str(meta.protocol_version?.get()).ok()?;
+        let caps = crate::json::from_str(meta.client_capabilities?.get()).ok()?;
+        Some((version, caps))
+    }
+
+    #[test]
+    fn plain_meta_cases() {
+        let load_sends = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"io.modelcontextprotocol/clientInfo":{"name":"load","version":"1"}}"#;
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(load_sends).unwrap())
+                .unwrap();
+        for text in [
+            load_sends,
+            &pretty,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"x"}"#,
+            r#" {"io.modelcontextprotocol/protocolVersion" : "2026-07-28" , "io.modelcontextprotocol/clientCapabilities" : { "sampling" : null , "roots" : { "listChanged" : true } , "elicitation" : { "url" : { } , "form" : null } , "extensions" : { "a" : 1 , "a" : { } , "b" : [ ] } } } "#,
+        ] {
+            let plain = read_plain(text);
+            assert!(plain.is_some(), "{text}");
+            let (version, caps) = plain.unwrap();
+            assert_eq!(
+                Some((version.to_owned(), caps)),
+                read_with_serde(text),
+                "{text}"
+            );
+        }
+        let (_, caps) = read_plain(load_sends).unwrap();
+        assert!(caps.has_tasks() && caps.has_form_elicitation());
+        // Left to serde: whatever one pass cannot be sure of, every error.
+        for text in [
+            "null",
+            "[]",
+            "{}",
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#,
+            r#"{"io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol\/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":5,"io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":{}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":[]}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":{"extensions":null}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":{"elicitation":true}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":{"roots":{},"roots":{}}}"#,
+            r#"{"io.modelcontextprotocol/protocolVersion":"a","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{},"form":{}}}}"#,
+        ] {
+            assert_eq!(read_plain(text).map(|(v, _)| v), None, "{text}");
+        }
+    }
+
+    /// The text of a `_meta`-like object: member names (some escaped,
+    /// some twice) with values around the capabilities' shapes, compact
+    /// or spaced.
+    fn meta_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            Just(Value::Null),
+            Just(serde_json::json!({})),
+            Just(serde_json::json!({"form": {}})),
+            Just(serde_json::json!({"url": {}, "form": null})),
+            Just(serde_json::json!({"io.modelcontextprotocol/tasks": {}, "x": [1]})),
+            Just(Value::from("2026-07-28")),
+            json_value(),
+        ];
+        let cap_name = prop_oneof![
+            Just(r#""elicitation""#),
+            Just(r#""sampling""#),
+            Just(r#""roots""#),
+            Just(r#""extensions""#),
+            Just(r#""ext\u0065nsions""#),
+            Just(r#""form""#),
+            Just(r#""other""#),
+        ];
+        let space = prop_oneof![Just(""), Just(" "), Just("\n  ")];
+        let object = |members: Vec<(&str, String, &str)>| {
+            let inner: Vec<String> = members
+                .into_iter()
+                .map(|(k, v, s)| format!("{s}{k}{s}:{s}{v}{s}"))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        };
+        let caps = proptest::collection::vec(
+            (
+                cap_name,
+                value.clone().prop_map(|v| v.to_string()),
+                space.clone(),
+            ),
+            0..5,
+        )
+        .prop_map(object);
+        let meta_name = prop_oneof![
+            Just(r#""io.modelcontextprotocol/protocolVersion""#),
+            Just(r#""io.modelcontextprotocol/clientCapabilities""#),
+            Just(r#""io.modelcontextprotocol\/clientCapabilities""#),
+            Just(r#""io.modelcontextprotocol/clientInfo""#),
+        ];
+        let caps_or_other = {
+            let caps = caps.clone();
+            move |other: BoxedStrategy<String>| prop_oneof![3 => caps.clone(), 1 => other].boxed()
+        };
+        let member_value = prop_oneof![
+            value.prop_map(|v| v.to_string()),
+            Just(r#""a\"b""#.to_owned()),
+            caps,
+        ]
+        .boxed();
+        let version = prop_oneof![
+            3 => Just(r#""2026-07-28""#.to_owned()),
+            1 => member_value.clone(),
+        ];
+        (
+            version,
+            caps_or_other(member_value.clone()),
+            space.clone(),
+            proptest::collection::vec((meta_name, member_value, space), 0..3),
+        )
+            .prop_flat_map(move |(version, caps, s, extra)| {
+                let mut members = vec![
+                    (r#""io.modelcontextprotocol/protocolVersion""#, version, s),
+                    (r#""io.modelcontextprotocol/clientCapabilities""#, caps, s),
+                ];
+                members.extend(extra);
+                Just(members).prop_shuffle()
+            })
+            .prop_map(object)
+    }
+
     proptest::proptest! {
+        /// Wherever the one-pass reading of `_meta` answers, serde reads
+        /// the same version and capabilities.
+        #[test]
+        fn read_plain_agrees_with_serde(text in meta_text()) {
+            if let Some((version, caps)) = read_plain(&text) {
+                proptest::prop_assert_eq!(Some((version.to_owned(), caps)), read_with_serde(&text), "{}", text);
+            }
+        }
+
+        /// Any `_meta` serde_json writes with a plain version and
+        /// capabilities of the right types is read in one pass, as serde
+        /// reads it.
+        #[test]
+        fn read_plain_reads_what_serde_writes(
+            elicitation in proptest::option::of(proptest::option::of(proptest::collection::vec(
+                (proptest::prop_oneof![
+                    proptest::strategy::Just("form".to_owned()),
+                    proptest::strategy::Just("url".to_owned()),
+                    "[a-z]{0,4}",
+                ], json_value()),
+                0..3,
+            ))),
+            sampling in proptest::option::of(json_value()),
+            extensions in proptest::option::of(proptest::collection::vec(("[a-z/._]{0,8}", json_value()), 0..3)),
+            info in proptest::option::of(json_value()),
+            version in "[0-9a-z-]{0,12}",
+            pretty in proptest::prelude::any::<bool>(),
+        ) {
+            let mut caps = Map::new();
+            if let Some(e) = elicitation {
+                let e = e.map_or(Value::Null, |m| Value::Object(m.into_iter().collect()));
+                caps.insert("elicitation".into(), e);
+            }
+            if let Some(s) = sampling {
+                caps.insert("sampling".into(), s);
+            }
+            if let Some(x) = extensions {
+                caps.insert("extensions".into(), Value::Object(x.into_iter().collect()));
+            }
+            let mut meta = serde_json::json!({
+                "io.modelcontextprotocol/protocolVersion": version,
+                "io.modelcontextprotocol/clientCapabilities": caps,
+            });
+            if let Some(info) = info {
+                meta["io.modelcontextprotocol/clientInfo"] = info;
+            }
+            let text = if pretty {
+                serde_json::to_string_pretty(&meta).unwrap()
+            } else {
+                meta.to_string()
+            };
+            let plain = read_plain(&text);
+            proptest::prop_assert!(plain.is_some(), "{}", text);
+            let (version, caps) = plain.unwrap();
+            proptest::prop_assert_eq!(Some((version.to_owned(), caps)), read_with_serde(&text), "{}", text);
+        }
+
         /// On any object serde_json writes, compact or pretty, the split
         /// is taken and agrees with serde: `_meta`'s value, and the object
         /// without it.
