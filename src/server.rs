@@ -20,7 +20,7 @@ use crate::protocol::jsonrpc::{
     EnvelopeError, Id, Message, close_with_members, error_bytes, notification_bytes, parse_message,
     result_bytes,
 };
-use crate::protocol::meta::{ClientCapabilities, MetaOnly, RawMeta};
+use crate::protocol::meta::{ClientCapabilities, MetaOnly, RawMeta, Split};
 use crate::protocol::tasks::{ListenParams, TaskIdParams, TaskPayload, UpdateTaskParams};
 use crate::protocol::tools::{CallToolParams, InputRequests, ListToolsParams};
 use crate::protocol::{SUPPORTED_VERSIONS, TASKS_EXTENSION, meta_keys, methods, result_type};
@@ -571,7 +571,7 @@ impl<S: Store> Server<S> {
             }
         };
         let meta = split.map(|s| s.meta);
-        let caps = self.negotiate(raw, meta, mirror)?;
+        let caps = self.negotiate(raw, split, mirror)?;
         mirror.check("Mcp-Method", mirror.method, method_name, true)?;
         if method.is_task_method() && !caps.has_tasks() {
             return Err(RpcError::tasks_extension_required());
@@ -771,16 +771,22 @@ impl<S: Store> Server<S> {
     }
 
     /// Reads the required `_meta` members and checks the version against the
-    /// header and the versions this server speaks. `meta` is `_meta`'s text
-    /// when the params were split (`Some(None)`: no `_meta`); otherwise it is
-    /// read from `raw`, the whole params.
+    /// header and the versions this server speaks. `split` is the params
+    /// split at `_meta`, if they were; otherwise `_meta` is read from `raw`,
+    /// the whole params.
     fn negotiate(
         &self,
         raw: &str,
-        meta: Option<Option<&str>>,
+        split: Option<&Split<'_>>,
         mirror: &Mirror<'_>,
     ) -> Result<ClientCapabilities, RpcError> {
-        if let Some((version, caps)) = meta.flatten().and_then(crate::protocol::meta::read_plain) {
+        use crate::protocol::meta::{read_known, read_plain};
+        let meta = split.map(|s| s.meta);
+        let plain = match split.and_then(|s| s.known) {
+            Some(known) => read_known(known),
+            None => meta.flatten().and_then(read_plain),
+        };
+        if let Some((version, caps)) = plain {
             return self.accept_version(version, mirror).map(|()| caps);
         }
         let not_object = |_| RpcError::missing_meta("Invalid params: _meta must be an object.");

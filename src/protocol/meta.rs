@@ -34,6 +34,19 @@ pub struct Split<'a> {
     pub meta: Option<&'a str>,
     /// The params object without `_meta`.
     pub rest: Cow<'a, str>,
+    /// `_meta`'s version and capabilities members, where the reader that
+    /// split the params noted them (see [`Known`]).
+    pub(crate) known: Option<Known<'a>>,
+}
+
+/// The text of the values of `_meta`'s version and capabilities members,
+/// as the envelope's scanner notes them in its pass over the body: only
+/// where `_meta` is an object, no member name in it has an escape, and
+/// neither member comes twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Known<'a> {
+    pub version: Option<&'a str>,
+    pub capabilities: Option<&'a str>,
 }
 
 /// Splits the text of a params object at its top-level `_meta` member, in
@@ -98,12 +111,18 @@ pub fn split_meta(params: &str) -> Option<Split<'_>> {
     split_at(params, 0, params.len(), found)
 }
 
+/// Where the values of `_meta`'s version and capabilities members are, as
+/// byte offsets (see [`Known`]).
+pub(crate) type KnownSpans = (Option<(usize, usize)>, Option<(usize, usize)>);
+
 /// Where `_meta` is in a params object, as byte offsets into the text the
 /// object is part of: its value, and the span to cut out of the object
 /// (the member and one comma next to it).
 pub(crate) struct MetaAt {
     value: (usize, usize),
     cut: (usize, usize),
+    /// The spans of the version's and the capabilities' values, if noted.
+    pub(crate) known: Option<KnownSpans>,
 }
 
 impl MetaAt {
@@ -121,7 +140,11 @@ impl MetaAt {
             (None, Some(prev)) => (prev, value.1),
             (None, None) => (name_start, value.1),
         };
-        MetaAt { value, cut }
+        MetaAt {
+            value,
+            cut,
+            known: None,
+        }
     }
 }
 
@@ -138,11 +161,26 @@ pub(crate) fn split_at(
         None => Split {
             meta: None,
             rest: Cow::Borrowed(params),
+            known: None,
         },
-        Some(MetaAt { value, cut }) => Split {
-            meta: Some(text.get(value.0..value.1)?),
-            rest: Cow::Owned([text.get(start..cut.0)?, text.get(cut.1..end)?].concat()),
-        },
+        Some(MetaAt { value, cut, known }) => {
+            let span = |s: Option<(usize, usize)>| match s {
+                Some((a, b)) => text.get(a..b).map(Some),
+                None => Some(None),
+            };
+            let known = match known {
+                Some((version, capabilities)) => Some(Known {
+                    version: span(version)?,
+                    capabilities: span(capabilities)?,
+                }),
+                None => None,
+            };
+            Split {
+                meta: Some(text.get(value.0..value.1)?),
+                rest: Cow::Owned([text.get(start..cut.0)?, text.get(cut.1..end)?].concat()),
+                known,
+            }
+        }
     })
 }
 
@@ -159,24 +197,38 @@ pub(crate) fn split_at(
 /// `None` for anything else, including every error: the caller then reads
 /// `_meta` with serde, which also words the errors.
 pub(crate) fn read_plain(text: &str) -> Option<(&str, ClientCapabilities)> {
+    known_of(text).and_then(read_known)
+}
+
+/// The values of `_meta`'s version and capabilities members, where `text`
+/// (valid JSON) is an object, no member name in it has an escape, and
+/// neither member comes twice: what the envelope's scanner notes.
+pub(crate) fn known_of(text: &str) -> Option<Known<'_>> {
     use super::meta_keys::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
     let text = text.trim_matches([' ', '\t', '\n', '\r']);
-    let (mut version, mut caps) = (None, None);
+    let mut known = Known::default();
     members(text, |key, value| {
-        match key {
-            PROTOCOL_VERSION if version.is_none() => {
-                let b = value.as_bytes();
-                let (end, escaped) = string_end(b, 0).filter(|_| b.first() == Some(&b'"'))?;
-                (end == b.len() && !escaped).then_some(())?;
-                version = Some(value.get(1..end - 1)?);
-            }
-            CLIENT_CAPABILITIES if caps.is_none() => caps = Some(plain_capabilities(value)?),
-            PROTOCOL_VERSION | CLIENT_CAPABILITIES => return None,
-            _ => {}
-        }
-        Some(())
+        let slot = match key {
+            PROTOCOL_VERSION => &mut known.version,
+            CLIENT_CAPABILITIES => &mut known.capabilities,
+            _ => return Some(()),
+        };
+        slot.replace(value).is_none().then_some(())
     })?;
-    Some((version?, caps?))
+    Some(known)
+}
+
+/// [`read_plain`] from the members' values as the envelope's scanner
+/// noted them.
+pub(crate) fn read_known(known: Known<'_>) -> Option<(&str, ClientCapabilities)> {
+    let version = known.version?;
+    let b = version.as_bytes();
+    let (end, escaped) = string_end(b, 0).filter(|_| b.first() == Some(&b'"'))?;
+    (end == b.len() && !escaped).then_some(())?;
+    Some((
+        version.get(1..end - 1)?,
+        plain_capabilities(known.capabilities?)?,
+    ))
 }
 
 /// [`ClientCapabilities`] from a plain object (see [`read_plain`]).

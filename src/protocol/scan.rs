@@ -12,7 +12,7 @@
 //! what a message means, and the error a bad one gets, never depend on
 //! which of the two read it.
 
-use super::meta::{MetaAt, Split, split_at};
+use super::meta::{KnownSpans, MetaAt, Split, split_at};
 use crate::limits::{bytes_below, bytes_equal, first_flagged};
 
 /// The text of each known member's value, as serde_json's `RawValue`
@@ -240,25 +240,76 @@ impl Scanner<'_> {
             self.eat(b':')?;
             self.ws();
             let value_start = self.i;
-            self.value(depth)?;
+            let is_meta = name == b"_meta";
+            let known = if is_meta && self.peek() == Some(b'{') && depth < self.max_depth {
+                self.i += 1;
+                self.meta(depth + 1)?
+            } else {
+                self.value(depth)?;
+                None
+            };
             let value_end = self.i;
             self.ws();
             let next = self.peek()?;
-            if name == b"_meta" {
+            if is_meta {
                 if found.is_some() {
                     return None;
                 }
                 let comma = (next == b',').then_some(self.i);
-                found = Some(MetaAt::new(
-                    name_start,
-                    (value_start, value_end),
-                    comma,
-                    prev_end,
-                ));
+                let mut at = MetaAt::new(name_start, (value_start, value_end), comma, prev_end);
+                at.known = known;
+                found = Some(at);
             }
             prev_end = Some(value_end);
             if self.eat_if(b'}') {
                 return Some(found);
+            }
+            self.eat(b',')?;
+            self.count(&mut count)?;
+            self.ws();
+        }
+    }
+
+    /// The rest of `_meta`'s object, whose `{` has been read, read as
+    /// [`Self::object`] reads it, noting where the values of its version
+    /// and capabilities members are: `Some(None)` where a member name has
+    /// an escape or either member comes twice.
+    fn meta(&mut self, depth: usize) -> Option<Option<KnownSpans>> {
+        use super::meta_keys::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
+        let mut known: Option<KnownSpans> = Some((None, None));
+        self.ws();
+        if self.eat_if(b'}') {
+            return Some(known);
+        }
+        let mut count = 1;
+        loop {
+            let name_start = self.i + 1;
+            self.eat(b'"')?;
+            let escaped = self.string()?;
+            let name = self.b.get(name_start..self.i - 1)?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            let start = self.i;
+            self.value(depth)?;
+            let span = (start, self.i);
+            let plain = !escaped
+                && known.as_mut().is_some_and(|(version, caps)| {
+                    let slot = if name == PROTOCOL_VERSION.as_bytes() {
+                        version
+                    } else if name == CLIENT_CAPABILITIES.as_bytes() {
+                        caps
+                    } else {
+                        return true;
+                    };
+                    slot.replace(span).is_none()
+                });
+            if !plain {
+                known = None;
+            }
+            self.ws();
+            if self.eat_if(b'}') {
+                return Some(known);
             }
             self.eat(b',')?;
             self.count(&mut count)?;
@@ -386,6 +437,10 @@ mod tests {
             .params
             .filter(|p| p.starts_with('{'))
             .and_then(crate::protocol::meta::split_meta);
+        // What the scanner notes of `_meta`, as `_meta`'s own reader finds it.
+        if let Some(split) = &mut m.split {
+            split.known = split.meta.and_then(crate::protocol::meta::known_of);
+        }
         Some(m)
     }
 
@@ -469,10 +524,17 @@ mod tests {
                 .prop_map(Value::from),
             "\\PC{0,8}|[\"\\\\\n\u{7}é]{0,4}".prop_map(Value::from),
         ];
-        leaf.prop_recursive(4, 24, 4, |inner| {
+        // `_meta` and its two members noted by the scanner among them.
+        let key = prop_oneof![
+            4 => "[a-z_\"]{0,3}",
+            1 => Just("_meta".to_owned()),
+            1 => Just(crate::protocol::meta_keys::PROTOCOL_VERSION.to_owned()),
+            1 => Just(crate::protocol::meta_keys::CLIENT_CAPABILITIES.to_owned()),
+        ];
+        leaf.prop_recursive(4, 24, 4, move |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
-                proptest::collection::btree_map("[a-z_\"]{0,3}", inner, 0..4)
+                proptest::collection::btree_map(key.clone(), inner, 0..4)
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
@@ -565,6 +627,50 @@ mod tests {
                 None => proptest::prop_assert!(shape.is_err() || members(&text).is_none(), "{}", text),
             }
         }
+    }
+
+    #[test]
+    fn notes_the_version_and_capabilities_of_meta() {
+        use crate::protocol::meta::{Known, known_of};
+        let known = |meta: &str| {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{{"a":1,"_meta":{meta}}}}}"#
+            );
+            let m = members(&text).unwrap();
+            let split = m.split.unwrap();
+            assert_eq!(split.known, known_of(meta), "{meta}");
+            split.known.map(|k| {
+                (
+                    k.version.map(str::to_owned),
+                    k.capabilities.map(str::to_owned),
+                )
+            })
+        };
+        let v = r#""io.modelcontextprotocol/protocolVersion""#;
+        let c = r#""io.modelcontextprotocol/clientCapabilities""#;
+        let some =
+            |a: Option<&str>, b: Option<&str>| Some((a.map(str::to_owned), b.map(str::to_owned)));
+        assert_eq!(
+            known(&format!(r#"{{{v}:"x",{c}:{{"a":[{v}]}},"z":{{}}}}"#)),
+            some(
+                Some(r#""x""#),
+                Some(r#"{"a":["io.modelcontextprotocol/protocolVersion"]}"#)
+            )
+        );
+        assert_eq!(
+            known(&format!(r#"{{ {c} : null , {v} : 5 }}"#)),
+            some(Some("5"), Some("null"))
+        );
+        assert_eq!(known("{}"), some(None, None));
+        assert_eq!(known(r#"{"b":{"c":1}}"#), some(None, None));
+        // Not noted: `_meta` not an object, a name with an escape, a known
+        // member twice.
+        assert_eq!(known("[]"), None);
+        assert_eq!(known("null"), None);
+        assert_eq!(known(&format!(r#"{{{v}:"x",{v}:"y"}}"#)), None);
+        assert_eq!(known(&format!(r#"{{{c}:{{}},"a":1,{c}:{{}}}}"#)), None);
+        assert_eq!(known(&format!(r#"{{{v}:"x","\u0061":1}}"#)), None);
+        assert_eq!(Known::default(), known_of("{}").unwrap());
     }
 
     #[test]
