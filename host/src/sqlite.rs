@@ -219,14 +219,19 @@ fn mark_loop(conns: [Connection; 2], state: &MarkState, woken: &mpsc::Receiver<(
     release(&mut held);
 }
 
-/// Opens a read transaction that holds the log's newest read mark.
+/// Opens a read transaction that holds the log's newest read mark. Its
+/// statements are prepared once per connection: the mark is taken again
+/// every few milliseconds while reads go on.
 fn begin_read(c: &Connection) -> rusqlite::Result<()> {
-    c.execute_batch("BEGIN")?;
-    c.query_row("SELECT COUNT(*) FROM floor", [], |_| Ok(()))
+    c.prepare_cached("BEGIN")?.execute([])?;
+    c.prepare_cached("SELECT COUNT(*) FROM floor")?
+        .query_row([], |_| Ok(()))
 }
 
 fn end_read(c: &Connection) {
-    let _ = c.execute_batch("COMMIT");
+    if let Ok(mut commit) = c.prepare_cached("COMMIT") {
+        let _ = commit.execute([]);
+    }
 }
 
 /// The frames in the write-ahead log now, whoever wrote them: `mxFrame` of
