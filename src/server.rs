@@ -780,13 +780,9 @@ impl<S: Store> Server<S> {
         split: Option<&Split<'_>>,
         mirror: &Mirror<'_>,
     ) -> Result<ClientCapabilities, RpcError> {
-        use crate::protocol::meta::{read_known, read_plain};
         let meta = split.map(|s| s.meta);
-        let plain = match split.and_then(|s| s.known) {
-            Some(known) => read_known(known),
-            None => meta.flatten().and_then(read_plain),
-        };
-        if let Some((version, caps)) = plain {
+        let plain = split.and_then(|s| s.known);
+        if let Some((version, caps)) = plain.and_then(crate::protocol::meta::read_known) {
             return self.accept_version(version, mirror).map(|()| caps);
         }
         let not_object = |_| RpcError::missing_meta("Invalid params: _meta must be an object.");

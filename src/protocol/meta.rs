@@ -34,15 +34,14 @@ pub struct Split<'a> {
     pub meta: Option<&'a str>,
     /// The params object without `_meta`.
     pub rest: Cow<'a, str>,
-    /// `_meta`'s version and capabilities members, where the reader that
-    /// split the params noted them (see [`Known`]).
+    /// `_meta`'s version and capabilities members (see [`Known`]): noted
+    /// by the envelope's scanner in its pass, or by [`split_meta`].
     pub(crate) known: Option<Known<'a>>,
 }
 
-/// The text of the values of `_meta`'s version and capabilities members,
-/// as the envelope's scanner notes them in its pass over the body: only
-/// where `_meta` is an object, no member name in it has an escape, and
-/// neither member comes twice.
+/// The text of the values of `_meta`'s version and capabilities members:
+/// only where `_meta` is an object, no member name in it has an escape,
+/// and neither member comes twice.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Known<'a> {
     pub version: Option<&'a str>,
@@ -55,6 +54,8 @@ pub(crate) struct Known<'a> {
 /// serde_json captured it (a `RawValue`). `None` where one cheap pass
 /// cannot be sure: not an object, a member name written with an escape, or
 /// `_meta` twice; the caller then reads the whole params with serde.
+/// `_meta`'s version and capabilities members are noted as the envelope's
+/// scanner notes them.
 pub fn split_meta(params: &str) -> Option<Split<'_>> {
     let b = params.as_bytes();
     let mut i = skip_ws(b, 0);
@@ -108,7 +109,9 @@ pub fn split_meta(params: &str) -> Option<Split<'_>> {
     if skip_ws(b, i + 1) != b.len() {
         return None;
     }
-    split_at(params, 0, params.len(), found)
+    let mut split = split_at(params, 0, params.len(), found)?;
+    split.known = split.meta.and_then(known_of);
+    Some(split)
 }
 
 /// Where the values of `_meta`'s version and capabilities members are, as
@@ -184,25 +187,11 @@ pub(crate) fn split_at(
     })
 }
 
-/// Reads the version and the client capabilities from `_meta`'s text in
-/// one pass, without serde's derived readers, where that text is a plain
-/// object: member names without escapes, no known member twice, the
-/// version a string without escapes, the capabilities an object whose
-/// known members have the types [`ClientCapabilities`] gives them. Their
-/// values are built as serde builds them (an empty object directly, any
-/// other value through serde), and unknown members are skipped.
-///
-/// `text` must be valid JSON, as the envelope's readers leave a captured
-/// value: unknown members are skipped by their brackets, not checked.
-/// `None` for anything else, including every error: the caller then reads
-/// `_meta` with serde, which also words the errors.
-pub(crate) fn read_plain(text: &str) -> Option<(&str, ClientCapabilities)> {
-    known_of(text).and_then(read_known)
-}
-
 /// The values of `_meta`'s version and capabilities members, where `text`
-/// (valid JSON) is an object, no member name in it has an escape, and
-/// neither member comes twice: what the envelope's scanner notes.
+/// is an object, no member name in it has an escape, and neither member
+/// comes twice: what the envelope's scanner notes in its pass. `text` must
+/// be valid JSON, as the envelope's readers leave a captured value: the
+/// other members are skipped by their brackets, not checked.
 pub(crate) fn known_of(text: &str) -> Option<Known<'_>> {
     use super::meta_keys::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
     let text = text.trim_matches([' ', '\t', '\n', '\r']);
@@ -218,8 +207,14 @@ pub(crate) fn known_of(text: &str) -> Option<Known<'_>> {
     Some(known)
 }
 
-/// [`read_plain`] from the members' values as the envelope's scanner
-/// noted them.
+/// Reads the version and the client capabilities from `_meta`'s
+/// [`Known`] members without serde's derived readers, where the version
+/// is a string without escapes and the capabilities an object whose known
+/// members have the types [`ClientCapabilities`] gives them. Their values
+/// are built as serde builds them (an empty object directly, any other
+/// value through serde), and unknown members are skipped. `None` for
+/// anything else, including every error: the caller then reads `_meta`
+/// with serde, which also words the errors.
 pub(crate) fn read_known(known: Known<'_>) -> Option<(&str, ClientCapabilities)> {
     let version = known.version?;
     let b = version.as_bytes();
@@ -231,7 +226,7 @@ pub(crate) fn read_known(known: Known<'_>) -> Option<(&str, ClientCapabilities)>
     ))
 }
 
-/// [`ClientCapabilities`] from a plain object (see [`read_plain`]).
+/// [`ClientCapabilities`] from a plain object (see [`read_known`]).
 fn plain_capabilities(text: &str) -> Option<ClientCapabilities> {
     let mut caps = ClientCapabilities::default();
     let mut seen = 0;
@@ -528,6 +523,12 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    /// What `Server::negotiate` reads without serde from a `_meta` split
+    /// out of the params.
+    fn read_plain(text: &str) -> Option<(&str, ClientCapabilities)> {
+        known_of(text).and_then(read_known)
     }
 
     /// What `Server::negotiate` reads with serde: the version and the

@@ -437,10 +437,6 @@ mod tests {
             .params
             .filter(|p| p.starts_with('{'))
             .and_then(crate::protocol::meta::split_meta);
-        // What the scanner notes of `_meta`, as `_meta`'s own reader finds it.
-        if let Some(split) = &mut m.split {
-            split.known = split.meta.and_then(crate::protocol::meta::known_of);
-        }
         Some(m)
     }
 
