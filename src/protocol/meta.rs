@@ -58,55 +58,22 @@ pub(crate) struct Known<'a> {
 /// scanner notes them.
 pub fn split_meta(params: &str) -> Option<Split<'_>> {
     let b = params.as_bytes();
-    let mut i = skip_ws(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i += 1;
     // The end of the previous member's value, and the `_meta` value's span
     // with the span to cut out of the object (the member and one comma).
     let mut prev_end = None;
     let mut found = None;
-    loop {
-        i = skip_ws(b, i);
-        match b.get(i)? {
-            b'}' if prev_end.is_none() => break,
-            b'"' => {}
-            _ => return None,
-        }
-        let key_start = i;
-        let (key_end, escaped) = string_end(b, i)?;
-        if escaped {
-            return None;
-        }
-        i = skip_ws(b, key_end);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        let value_start = skip_ws(b, i + 1);
-        let value_end = value_end(b, value_start)?;
-        i = skip_ws(b, value_end);
-        let next = *b.get(i)?;
-        if params.get(key_start + 1..key_end - 1)? == "_meta" {
+    let end = walk(b, skip_ws(b, 0), |m| {
+        if params.get(m.name_start + 1..m.name_end - 1)? == "_meta" {
             if found.is_some() {
                 return None;
             }
-            let comma = (next == b',').then_some(i);
-            found = Some(MetaAt::new(
-                key_start,
-                (value_start, value_end),
-                comma,
-                prev_end,
-            ));
+            let comma = (b.get(m.next) == Some(&b',')).then_some(m.next);
+            found = Some(MetaAt::new(m.name_start, m.value, comma, prev_end));
         }
-        prev_end = Some(value_end);
-        match next {
-            b',' => i += 1,
-            b'}' => break,
-            _ => return None,
-        }
-    }
-    if skip_ws(b, i + 1) != b.len() {
+        prev_end = Some(m.value.1);
+        Some(())
+    })?;
+    if skip_ws(b, end) != b.len() {
         return None;
     }
     let mut split = split_at(params, 0, params.len(), found)?;
@@ -302,34 +269,65 @@ fn plain_value(text: &str) -> Option<Value> {
 /// whitespace around it. `None` if `text` is not an object, a member name
 /// has an escape, or `f` says `None`.
 fn members<'a>(text: &'a str, mut f: impl FnMut(&'a str, &'a str) -> Option<()>) -> Option<()> {
-    let b = text.as_bytes();
-    if b.first() != Some(&b'{') {
+    let end = walk(text.as_bytes(), 0, |m| {
+        f(
+            text.get(m.name_start + 1..m.name_end - 1)?,
+            text.get(m.value.0..m.value.1)?,
+        )
+    })?;
+    (end == text.len()).then_some(())
+}
+
+/// One member of an object, as byte offsets into the text.
+#[derive(Clone, Copy)]
+struct Member {
+    /// The name's opening quote.
+    name_start: usize,
+    /// One past the name's closing quote.
+    name_end: usize,
+    /// The value, without the whitespace around it.
+    value: (usize, usize),
+    /// The `,` or `}` after the value.
+    next: usize,
+}
+
+/// Calls `f` with each member of the object that opens at `open`, in
+/// order; returns one past its closing brace. `None` if no object opens
+/// there, a member name has an escape, or `f` says `None`. The values are
+/// skipped by their brackets, not checked (see [`value_end`]).
+fn walk(b: &[u8], open: usize, mut f: impl FnMut(Member) -> Option<()>) -> Option<usize> {
+    if b.get(open) != Some(&b'{') {
         return None;
     }
-    let mut i = skip_ws(b, 1);
+    let mut i = skip_ws(b, open + 1);
     if b.get(i) == Some(&b'}') {
-        return (i + 1 == b.len()).then_some(());
+        return Some(i + 1);
     }
     loop {
         if b.get(i) != Some(&b'"') {
             return None;
         }
-        let (key_end, escaped) = string_end(b, i)?;
+        let (name_end, escaped) = string_end(b, i)?;
         if escaped {
             return None;
         }
-        let key = text.get(i + 1..key_end - 1)?;
-        i = skip_ws(b, key_end);
-        if b.get(i) != Some(&b':') {
+        let colon = skip_ws(b, name_end);
+        if b.get(colon) != Some(&b':') {
             return None;
         }
-        let start = skip_ws(b, i + 1);
+        let start = skip_ws(b, colon + 1);
         let end = value_end(b, start)?;
-        f(key, text.get(start..end)?)?;
-        i = skip_ws(b, end);
-        match b.get(i)? {
-            b',' => i = skip_ws(b, i + 1),
-            b'}' => return (i + 1 == b.len()).then_some(()),
+        let next = skip_ws(b, end);
+        let separator = *b.get(next)?;
+        f(Member {
+            name_start: i,
+            name_end,
+            value: (start, end),
+            next,
+        })?;
+        match separator {
+            b',' => i = skip_ws(b, next + 1),
+            b'}' => return Some(next + 1),
             _ => return None,
         }
     }
