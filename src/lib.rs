@@ -14,6 +14,7 @@
 // unwrap, expect and panic).
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
+pub mod alloc;
 pub mod auth;
 mod catalog;
 pub mod config;

@@ -43,7 +43,8 @@ pub fn tools(settings: &dyn ToolSettings) -> Result<ToolSet, String> {
 // Worker.
 #[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
 #[global_allocator]
-static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+static ALLOCATOR: mcp_tasks_edge::alloc::SmallCache<talc::wasm::WasmDynamicTalc> =
+    mcp_tasks_edge::alloc::SmallCache::new(talc::wasm::new_wasm_dynamic_allocator());
 
 mcp_tasks_edge::cloudflare_worker!(tools);
 mcp_tasks_edge::wasi_component!(tools);
