@@ -375,10 +375,18 @@ pub fn is_loopback_host(host: &str) -> bool {
     if under_localhost || name.eq_ignore_ascii_case("localhost") {
         return true;
     }
+    is_loopback_ipv4(bytes)
+}
+
+/// Whether `name` is an address in 127.0.0.0/8 in dotted-decimal form:
+/// four parts of one to three digits, each at most 255, the first `127`.
+fn is_loopback_ipv4(name: &[u8]) -> bool {
     let mut octets = 0;
-    for (i, o) in name.split('.').enumerate() {
-        let valid = !o.is_empty() && o.len() <= 3 && o.parse::<u8>().is_ok();
-        if !valid || (i == 0 && o != "127") {
+    for o in name.split(|&b| b == b'.') {
+        let octet = (1..=3).contains(&o.len())
+            && o.iter().all(u8::is_ascii_digit)
+            && o.iter().fold(0u16, |v, &d| v * 10 + u16::from(d - b'0')) <= 255;
+        if !octet || (octets == 0 && o != b"127") {
             return false;
         }
         octets += 1;
@@ -840,6 +848,8 @@ mod tests {
             "localhost\u{b}",
             "\u{2003}127.0.0.1",
             "127.0.0.0001",
+            "127.+1.0.1",
+            "127.0.0.-1",
         ] {
             assert!(!is_loopback_host(host), "{host:?}");
         }
