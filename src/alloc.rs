@@ -38,15 +38,17 @@ struct Free {
     next: *mut Free,
 }
 
-/// A [`GlobalAlloc`] that keeps freed blocks of up to 256 bytes (alignment
-/// up to 16) on one free list per 16-byte size class, and passes every
-/// other call to `A`.
+/// A [`GlobalAlloc`] that keeps freed blocks of up to 4 KiB (alignment up
+/// to 16) on one free list per size class, and passes every other call
+/// to `A`. The classes: every multiple of 16 bytes up to 256, then 512,
+/// 1,024, 2,048 and 4,096 bytes.
 ///
 /// A kept block is handed out again for the next allocation of its class;
-/// each list keeps at most 64 blocks, the rest go back to `A`, so the
-/// cache never holds more than 136 KiB. Blocks of a class are allocated
-/// from `A` at the class's full size and 16-byte alignment, so any
-/// request of that class can reuse any of them.
+/// a list keeps at most 64 blocks (16 for the four larger classes), the
+/// rest go back to `A`, so the cache never holds more than 256 KiB. Blocks
+/// of a class are allocated from `A` at the class's full size and 16-byte
+/// alignment, so any request of that class can reuse any of them, and a
+/// `realloc` within a class keeps its block.
 ///
 /// It is `Sync`, and so usable as a `#[global_allocator]`, only on wasm
 /// targets without threads (`target_feature = "atomics"` off): the lists
