@@ -167,6 +167,27 @@ pub(crate) fn first_flagged(
     body.get(i..)?.iter().position(|&c| byte(c)).map(|p| i + p)
 }
 
+/// Whether `a` and `b` hold the same bytes, compared eight at a time. On
+/// wasm, `==` on strings and slices calls the C library's `memcmp`, a loop
+/// over single bytes; the request path compares ids, owners and extension
+/// names this way instead.
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut x, mut y) = (a, b);
+    while let (Some((wx, rx)), Some((wy, ry))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if u64::from_ne_bytes(*wx) != u64::from_ne_bytes(*wy) {
+            return false;
+        }
+        (x, y) = (rx, ry);
+    }
+    x.iter().zip(y).all(|(p, q)| p == q)
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
@@ -187,6 +208,35 @@ pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn same_bytes_agrees_with_eq() {
+        let texts: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"tsk_AaJMA36x__UMx9IFLIX-Ow",
+            b"tsk_AaJMA36x__UMx9IFLIX-Ox",
+            b"usk_AaJMA36x__UMx9IFLIX-Ow",
+            b"io.modelcontextprotocol/tasks",
+            b"io.modelcontextprotocol/taskz",
+            b"12345678",
+            b"12345679",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+        // A difference in every position, and lengths around the word size.
+        for n in 0..20 {
+            let a: Vec<u8> = (0..n).map(|i| i as u8).collect();
+            assert!(same_bytes(&a, &a.clone()));
+            for k in 0..n {
+                let mut b = a.clone();
+                b[k] ^= 0x80;
+                assert!(!same_bytes(&a, &b), "{n} {k}");
+            }
+        }
+    }
     use super::*;
 
     fn small() -> Limits {

@@ -162,7 +162,13 @@ impl Mirror<'_> {
             HeaderValue::Invalid => Err(RpcError::header_mismatch(format!(
                 "the {header} header is malformed."
             ))),
-            HeaderValue::Present(v) if decode_sentinel(v).as_deref() == Some(want) => Ok(()),
+            HeaderValue::Present(v)
+                if decode_sentinel(v).is_some_and(|got| {
+                    crate::limits::same_bytes(got.as_bytes(), want.as_bytes())
+                }) =>
+            {
+                Ok(())
+            }
             HeaderValue::Present(_) => Err(RpcError::header_mismatch(format!(
                 "the {header} header does not match the body."
             ))),

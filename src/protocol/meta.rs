@@ -418,7 +418,13 @@ pub struct ElicitationCapability {
 impl ClientCapabilities {
     /// Whether the request declared the tasks extension.
     pub fn has_tasks(&self) -> bool {
-        matches!(self.extensions.get(TASKS_EXTENSION), Some(Value::Object(_)))
+        // The keys are unique, so the first match is the only one; compared
+        // eight bytes at a time (every extension name shares the prefix
+        // `io.modelcontextprotocol/`).
+        self.extensions.iter().any(|(name, value)| {
+            value.is_object()
+                && crate::limits::same_bytes(name.as_bytes(), TASKS_EXTENSION.as_bytes())
+        })
     }
 
     /// Whether form-mode elicitation may be sent: `elicitation: {}` means
@@ -437,6 +443,22 @@ mod tests {
 
     fn caps(json: &str) -> ClientCapabilities {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn has_tasks_only_for_the_tasks_extension_as_an_object() {
+        let with = |ext: &str| caps(&format!(r#"{{"extensions": {ext}}}"#)).has_tasks();
+        assert!(with(r#"{"io.modelcontextprotocol/tasks": {}}"#));
+        assert!(with(
+            r#"{"io.modelcontextprotocol/other": {}, "io.modelcontextprotocol/tasks": {"x": 1}}"#
+        ));
+        assert!(!with(r#"{"io.modelcontextprotocol/taskz": {}}"#));
+        assert!(!with(r#"{"io.modelcontextprotocol/tasks/": {}}"#));
+        assert!(!with(r#"{"xo.modelcontextprotocol/tasks": {}}"#));
+        assert!(!with(r#"{"io.modelcontextprotocol/tasks": true}"#));
+        assert!(!with(r#"{"io.modelcontextprotocol/tasks": null}"#));
+        assert!(!with("{}"));
+        assert!(!caps("{}").has_tasks());
     }
 
     #[test]

@@ -136,6 +136,15 @@ struct OwnerRef<'a> {
     principal: Cow<'a, str>,
 }
 
+impl OwnerRef<'_> {
+    /// Whether this is `owner` (compared eight bytes at a time; see
+    /// [`crate::limits::same_bytes`]).
+    fn is(&self, owner: &Owner) -> bool {
+        crate::limits::same_bytes(self.tenant.as_bytes(), owner.tenant.as_bytes())
+            && crate::limits::same_bytes(self.principal.as_bytes(), owner.principal.as_bytes())
+    }
+}
+
 /// A task as readers see it: the stored snapshot (the `DetailedTask`
 /// object, without `resultType` and `_meta`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +191,7 @@ pub(crate) fn unfinished_for(body: &str, owner: &Owner, now: Millis) -> bool {
 /// `now`: read from its head, or from the record if it has none.
 fn visible_status(body: &str, owner: &Owner, now: Millis) -> Option<TaskStatus> {
     if let Some(v) = StoredView::of(body) {
-        let own = v.owner.tenant == owner.tenant && v.owner.principal == owner.principal;
+        let own = v.owner.is(owner);
         return (own && now < v.expires_at).then_some(v.status);
     }
     decode(body)
@@ -277,7 +286,7 @@ async fn lookup_view<S: Store>(
         return Ok(Lookup::Hidden);
     };
     if let Some(v) = StoredView::of(&entry.body) {
-        let own = v.owner.tenant == owner.tenant && v.owner.principal == owner.principal;
+        let own = v.owner.is(owner);
         return Ok(match (own, now < v.expires_at) {
             (false, _) => Lookup::Hidden,
             (true, false) => Lookup::Expired,
