@@ -208,6 +208,8 @@ pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn same_bytes_agrees_with_eq() {
         let texts: [&[u8]; 9] = [
@@ -237,7 +239,6 @@ mod tests {
             }
         }
     }
-    use super::*;
 
     fn small() -> Limits {
         Limits {
