@@ -38,6 +38,12 @@ struct Free {
     next: *mut Free,
 }
 
+/// The freed blocks of one class: the first, and how many there are.
+struct List {
+    head: Cell<*mut Free>,
+    count: Cell<u32>,
+}
+
 /// A [`GlobalAlloc`] that keeps freed blocks of up to 4 KiB (alignment up
 /// to 16) on one free list per size class, and passes every other call
 /// to `A`. The classes: every multiple of 16 bytes up to 256, then 512,
@@ -70,8 +76,7 @@ struct Free {
 /// ```
 pub struct SmallCache<A> {
     inner: A,
-    heads: [Cell<*mut Free>; CLASSES],
-    counts: [Cell<u32>; CLASSES],
+    lists: [List; CLASSES],
 }
 
 // SAFETY: without the `atomics` target feature a wasm module runs on one
@@ -84,14 +89,18 @@ impl<A> SmallCache<A> {
     pub const fn new(inner: A) -> Self {
         SmallCache {
             inner,
-            heads: [const { Cell::new(ptr::null_mut()) }; CLASSES],
-            counts: [const { Cell::new(0) }; CLASSES],
+            lists: [const {
+                List {
+                    head: Cell::new(ptr::null_mut()),
+                    count: Cell::new(0),
+                }
+            }; CLASSES],
         }
     }
 
     /// How many freed blocks the lists hold (all classes).
     pub fn kept(&self) -> usize {
-        self.counts.iter().map(|c| c.get() as usize).sum()
+        self.lists.iter().map(|l| l.count.get() as usize).sum()
     }
 }
 
@@ -129,18 +138,18 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SmallCache<A> {
             // SAFETY: the caller's layout, passed on.
             return unsafe { self.inner.alloc(layout) };
         };
-        let (Some(head), Some(count)) = (self.heads.get(i), self.counts.get(i)) else {
+        let Some(list) = self.lists.get(i) else {
             return ptr::null_mut();
         };
-        let free = head.get();
+        let free = list.head.get();
         if free.is_null() {
             // SAFETY: `block` has a non-zero size.
             return unsafe { self.inner.alloc(block) };
         }
         // SAFETY: every block on the list is a freed block of this class,
         // at least 16 bytes and 16-aligned, written by `dealloc`.
-        head.set(unsafe { (*free).next });
-        count.set(count.get() - 1);
+        list.head.set(unsafe { (*free).next });
+        list.count.set(list.count.get() - 1);
         free.cast()
     }
 
@@ -151,19 +160,23 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for SmallCache<A> {
             // `realloc` pass unkept layouts through).
             return unsafe { self.inner.dealloc(p, layout) };
         };
-        let (Some(head), Some(count)) = (self.heads.get(i), self.counts.get(i)) else {
+        let Some(list) = self.lists.get(i) else {
             return;
         };
-        if count.get() >= keep(i) {
+        if list.count.get() >= keep(i) {
             // SAFETY: blocks of a kept class come from `inner` as `block`.
             return unsafe { self.inner.dealloc(p, block) };
         }
         let free: *mut Free = p.cast();
         // SAFETY: the block is the caller's to give back, at least 16 bytes
         // and 16-aligned; it is not used again until `alloc` hands it out.
-        unsafe { free.write(Free { next: head.get() }) };
-        head.set(free);
-        count.set(count.get() + 1);
+        unsafe {
+            free.write(Free {
+                next: list.head.get(),
+            })
+        };
+        list.head.set(free);
+        list.count.set(list.count.get() + 1);
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
