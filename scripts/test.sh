@@ -21,12 +21,31 @@ run() { # name, command...
   lines=$(grep -E 'test result:|conformance|store contract:|wasi component:|passed|failed' "$log" | sed 's/^ *//' | grep -v 'checks passed' | grep -E '^(test result|conformance|store contract|e2e|wasi|workerd e2e|legacy sdk|python mcp|python user server)' || true)
   summary+=("[$name] exit $rc, ${took} s")
   while IFS= read -r l; do [[ -n $l ]] && summary+=("    $l"); done <<<"$lines"
+  if [[ $rc -ne 0 ]]; then
+    # The summary is often all a CI record keeps: carry the failure's cause.
+    local cause
+    cause=$(grep -E '^error|error(\[|:)|panicked|No space left|Killed|signal: |FAIL|failed to' "$log" | tail -n 12)
+    [[ -n $cause ]] || cause=$(tail -n 8 "$log")
+    while IFS= read -r l; do [[ -n $l ]] && summary+=("    | ${l:0:300}"); done <<<"$cause"
+  fi
   rm -f "$log"
   [[ $rc -eq 0 ]] || status=1
 }
 
+# A registry that stumbles once should not fail a stage: cargo retries each
+# download this many times.
+export CARGO_NET_RETRY=10
+summary+=("[machine] $(nproc) cores, $(df -h --output=avail . | tail -n 1 | tr -d ' ') free on the build disk at the start")
+
 # Toolchain pieces the wasm builds need.
 rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+# Every crate of every target (the Worker's wasm32 crates included) and the
+# fuzz target's, downloaded once here, so a later stage never waits on the
+# network and a registry failure shows as this stage's.
+run "fetch crates" bash -c 'for try in 1 2 3; do
+    cargo fetch --locked && cargo fetch --locked --manifest-path fuzz/Cargo.toml && exit 0
+    echo "fetch: attempt $try failed; retrying in 20 s" >&2; sleep 20
+  done; exit 1'
 
 run "format" cargo fmt --all --check
 run "clippy" bash scripts/lint.sh host
@@ -62,6 +81,7 @@ run "clippy (worker, wasm32)" bash -c 'source scripts/cf-env.sh && cf_ensure_too
 run "workerd e2e" bash scripts/workerd-e2e.sh
 # --- end Cloudflare Worker --------------------------------------------------
 
+summary+=("[machine] $(df -h --output=avail . | tail -n 1 | tr -d ' ') free on the build disk at the end, target/ $(du -sh target 2>/dev/null | cut -f1)")
 section "summary"
 printf '%s\n' "${summary[@]}"
 echo "total: ${SECONDS} s"
