@@ -182,6 +182,17 @@ pub async fn handle<S: Store>(
     req: &HttpRequest<'_>,
     now: Millis,
 ) -> HttpResponse {
+    handle_routed(server, req, now, None).await
+}
+
+/// [`handle`], with the request's [`Route`] when the caller has judged it
+/// already (see [`answers_at_once_routed`]).
+pub(crate) async fn handle_routed<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    now: Millis,
+    route: Option<Route>,
+) -> HttpResponse {
     let config = server.config();
     if let Some(jwt) = config.auth.jwt()
         && is_metadata_path(req.path, &config.endpoint_path)
@@ -201,7 +212,7 @@ pub async fn handle<S: Store>(
         .authenticate(req.header_values("authorization"), now, server.verifier())
         .await
     {
-        Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }).await,
+        Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }, route).await,
         Err(AuthError::NotConfigured) => HttpResponse::rejected(
             503,
             RpcError::internal(
@@ -430,7 +441,7 @@ pub async fn serve<S: Store>(
 ) -> HttpResponse {
     match preflight(server.config(), req) {
         Some(refused) => refused,
-        None => serve_checked(server, req, ctx).await,
+        None => serve_checked(server, req, ctx, None).await,
     }
 }
 
@@ -438,6 +449,7 @@ async fn serve_checked<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
+    route: Option<Route>,
 ) -> HttpResponse {
     let config = server.config();
     if req.body.len() > config.max_body_bytes {
@@ -465,8 +477,8 @@ async fn serve_checked<S: Store>(
         let error = RpcError::invalid_request(&why);
         return HttpResponse::json(400, error_bytes(id.as_ref(), &error));
     }
-    #[cfg(feature = "legacy")]
-    if crate::legacy::claims(req) {
+    if route.unwrap_or_else(|| Route::of(req)) == Route::Legacy {
+        #[cfg(feature = "legacy")]
         return crate::legacy::serve(server, req, ctx).await;
     }
     let mirror = Mirror::of_headers(req.headers);
@@ -506,12 +518,40 @@ async fn serve_checked<S: Store>(
 /// sure never to run it twice; `false` only says it may stream (a
 /// `subscriptions/listen`, or a legacy call held open).
 pub fn answers_at_once(req: &HttpRequest<'_>) -> bool {
-    #[cfg(feature = "legacy")]
-    if crate::legacy::claims(req) {
+    answers_at_once_routed(req, Route::of(req))
+}
+
+/// [`answers_at_once`] for a request whose [`Route`] is known: a host that
+/// asks this first passes the same route on to [`handle_routed`], so the
+/// request is judged once.
+pub(crate) fn answers_at_once_routed(req: &HttpRequest<'_>, route: Route) -> bool {
+    if route == Route::Legacy {
+        #[cfg(feature = "legacy")]
         return crate::legacy::answers_at_once(req.body);
     }
     // A body that says otherwise fails the header check, at once.
     req.header("mcp-method").map(trim_ows) != Some(crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
+}
+
+/// Which side of the server answers a request: the 2026-07-28 core, or the
+/// 2025-11-25 adapter ([`crate::legacy::claims`] says which, from the
+/// headers and the body; without the `legacy` feature, always the core).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    Core,
+    Legacy,
+}
+
+impl Route {
+    pub(crate) fn of(req: &HttpRequest<'_>) -> Route {
+        #[cfg(feature = "legacy")]
+        if crate::legacy::claims(req) {
+            return Route::Legacy;
+        }
+        #[cfg(not(feature = "legacy"))]
+        let _ = req;
+        Route::Core
+    }
 }
 
 /// The wait a 429's error names (`error.data.retryAfterMs`, the creation

@@ -26,12 +26,15 @@ fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
         headers: &headers,
         body: &request.body,
     };
-    if !http::answers_at_once(&req) {
+    // Judged once: which side answers, and whether at once.
+    let route = http::Route::of(&req);
+    if !http::answers_at_once_routed(&req, route) {
         return None;
     }
     let response = with_server(tools, |server| match server {
         Ok(server) => {
-            let response = crate::block_on(http::handle(server, &req, now_ms()));
+            let response =
+                crate::block_on(http::handle_routed(server, &req, now_ms(), Some(route)));
             super::log_detail(&response);
             response
         }
