@@ -82,6 +82,28 @@ fn main() {
                 .expect("id")
                 .to_owned()
         };
+        // A 2025-11-25 session, as `load --workload legacy-get` opens one.
+        let legacy_headers = {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "0"}}});
+            let hs = [
+                ("host", b"127.0.0.1".as_slice()),
+                ("content-type", b"application/json".as_slice()),
+            ];
+            let r = rt
+                .request("POST", "/mcp", &hs, serde_json::to_vec(&init).expect("json"))
+                .await
+                .expect("initialize");
+            let session = r.header("mcp-session-id").expect("session").to_owned();
+            vec![
+                ("host".into(), "127.0.0.1".into()),
+                ("content-type".into(), "application/json".into()),
+                ("accept".into(), "application/json, text/event-stream".into()),
+                ("mcp-protocol-version".into(), "2025-11-25".into()),
+                ("mcp-session-id".into(), session),
+            ]
+        };
         // A message with the headers the load client sends, to the loopback
         // Host it names.
         let as_load_sends = |name, msg: serde_json::Value| {
@@ -114,6 +136,14 @@ fn main() {
                 h("tasks/get", Some(created.clone())),
                 body("tasks/get", json!({"taskId": created})),
             ),
+            (
+                "legacy tasks/get",
+                "/mcp",
+                legacy_headers,
+                serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                    "params": {"taskId": created}}))
+                .expect("json"),
+            ),
             // What `load --workload flow` sends first: a task whose first
             // step runs inside the request.
             as_load_sends(
@@ -139,6 +169,12 @@ fn main() {
             let refs: Vec<(&str, &[u8])> =
                 hs.iter().map(|(k, v)| (k.as_str(), v.as_bytes())).collect();
             let method = if path == &"/nope" { "GET" } else { "POST" };
+            let first = rt
+                .request(method, path, &refs, b.clone())
+                .await
+                .expect("first");
+            let head = String::from_utf8_lossy(&first.body[..first.body.len().min(60)]);
+            println!("{name}: {} {head}…", first.status);
             for _ in 0..200 {
                 rt.request(method, path, &refs, b.clone())
                     .await
