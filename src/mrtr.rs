@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::crypto::{Keyring, StateKey, b64url, b64url_decode, hmac_sha256, hmac_verify, sha256};
+use crate::crypto::{Keyring, StateKey, b64url, b64url_decode, sha256};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -92,9 +92,7 @@ pub fn sign(
         .map_err(|_| RpcError::internal("Internal error: state encoding failed."))?;
     let encoded = b64url(&json);
     let key = keys.current();
-    let t = with_tagged_parts(owner, tool, arguments, &encoded, |parts| {
-        hmac_sha256(key.secret(), parts)
-    });
+    let t = with_tagged_parts(owner, tool, arguments, &encoded, |parts| key.hmac(parts));
     Ok(format!("{}.{encoded}.{}", key.id(), b64url(&t)))
 }
 
@@ -125,7 +123,7 @@ pub fn verify(
     let key: &StateKey = keys.by_id(key_id).ok_or_else(invalid)?;
     let given = b64url_decode(tag_text).ok_or_else(invalid)?;
     let genuine = with_tagged_parts(owner, tool, arguments, encoded, |parts| {
-        hmac_verify(key.secret(), parts, &given)
+        key.hmac_verify(parts, &given)
     });
     if !genuine {
         return Err(invalid());

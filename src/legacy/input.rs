@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::crypto::{b64url, b64url_decode, short_tag, short_tag_matches};
+use crate::crypto::{StateKey, b64url, b64url_decode};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -68,19 +68,19 @@ fn with_parts<R>(
 }
 
 /// The request id for input `key` of `target`, asked of `owner`.
-pub fn request_id(secret: &[u8], owner: &Owner, target: &Target, key: &str) -> String {
+pub fn request_id(secret: &StateKey, owner: &Owner, target: &Target, key: &str) -> String {
     let (kind, target) = target.parts();
-    let tag = with_parts(owner, kind, target, key, |p| short_tag(secret, p));
+    let tag = with_parts(owner, kind, target, key, |p| secret.short_tag(p));
     format!("{PREFIX}.{kind}.{target}.{}.{tag}", b64url(key.as_bytes()))
 }
 
 /// The target and input key `id` stands for, if this server made it for
 /// `owner`.
-pub fn parse_id(secret: &[u8], owner: &Owner, id: &str) -> Option<(Target, String)> {
+pub fn parse_id(secret: &StateKey, owner: &Owner, id: &str) -> Option<(Target, String)> {
     let [kind, target, key, tag] = super::token_fields(id, PREFIX)?;
     let key = String::from_utf8(b64url_decode(key)?).ok()?;
     if !with_parts(owner, kind, target, &key, |p| {
-        short_tag_matches(secret, p, tag)
+        secret.short_tag_matches(p, tag)
     }) {
         return None;
     }
@@ -269,7 +269,7 @@ mod tests {
 
     #[test]
     fn ids_route_and_bind() {
-        let s = b"0123456789abcdef0123456789abcdef";
+        let s = &StateKey::new(b"0123456789abcdef0123456789abcdef".to_vec());
         let t = Target::Task("tsk_abc".into());
         let id = request_id(s, &owner("a"), &t, "confirm.v1");
         assert_eq!(

@@ -203,7 +203,7 @@ pub async fn serve<S: Store>(
     let session = match req.header(SESSION_HEADER) {
         Some(token) => match keys
             .keys()
-            .find_map(|k| session::verify(k.secret(), &ctx.owner, token.trim()))
+            .find_map(|k| session::verify(k, &ctx.owner, token.trim()))
         {
             Some(s) => Some(s),
             None => {
@@ -415,7 +415,7 @@ async fn client_response<S: Store>(
     let keys = &server.config().state_keys;
     let Some((target, key)) = keys
         .keys()
-        .find_map(|k| input::parse_id(k.secret(), &ctx.owner, &id))
+        .find_map(|k| input::parse_id(k, &ctx.owner, &id))
     else {
         return refused("This response answers no request of this server.");
     };
@@ -600,7 +600,7 @@ fn initialize<S: Store>(
         map.insert("instructions".into(), Value::from(text.as_str()));
     }
     let token = session::issue(
-        config.state_keys.current().secret(),
+        config.state_keys.current(),
         server.ids(),
         &lc.ctx.owner,
         version,
@@ -766,7 +766,7 @@ async fn tools_call<S: Store>(
                 round_state,
             };
             Ok(Answer::Stream(Stream::round(
-                config.state_keys.current().secret(),
+                config.state_keys.current(),
                 id.clone(),
                 lc.ctx.owner.clone(),
                 call,

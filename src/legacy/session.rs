@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::crypto::{b64url, short_tag, short_tag_matches};
+use crate::crypto::{StateKey, b64url};
 use crate::error::RpcError;
 use crate::ids::IdSource;
 use crate::owner::Owner;
@@ -100,7 +100,7 @@ fn with_parts<R>(
 /// A new session for `owner`, who negotiated `version` and declared
 /// `declared` (the `initialize` request's `capabilities`).
 pub fn issue(
-    secret: &[u8],
+    key: &StateKey,
     ids: &dyn IdSource,
     owner: &Owner,
     version: &'static str,
@@ -111,19 +111,19 @@ pub fn issue(
     let mut nonce = [0u8; 12];
     ids.fill(&mut nonce)?;
     let nonce = b64url(&nonce);
-    let tag = with_parts(owner, index, bits, &nonce, |parts| short_tag(secret, parts));
+    let tag = with_parts(owner, index, bits, &nonce, |parts| key.short_tag(parts));
     Ok(format!("{PREFIX}.{index}.{bits}.{nonce}.{tag}"))
 }
 
 /// The session `token` stands for, if it is one this server issued to
 /// `owner`.
-pub fn verify(secret: &[u8], owner: &Owner, token: &str) -> Option<Session> {
+pub fn verify(key: &StateKey, owner: &Owner, token: &str) -> Option<Session> {
     let [index, bits, nonce, given] = super::token_fields(token, PREFIX)?;
     let index: usize = index.parse().ok()?;
     let bits: u32 = bits.parse().ok()?;
     let version = *VERSIONS.get(index)?;
     if !with_parts(owner, index, bits, nonce, |parts| {
-        short_tag_matches(secret, parts, given)
+        key.short_tag_matches(parts, given)
     }) {
         return None;
     }
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_binding() {
-        let secret = b"0123456789abcdef0123456789abcdef";
+        let secret = &StateKey::new(b"0123456789abcdef0123456789abcdef".to_vec());
         let ids = SequentialIds::starting_at(1);
         let declared = json!({"elicitation": {}, "sampling": {}});
         let token = issue(secret, &ids, &owner("a"), "2025-06-18", &declared).unwrap();
@@ -162,7 +162,8 @@ mod tests {
             None,
             "another principal"
         );
-        assert_eq!(verify(b"another secret..", &owner("a"), &token), None);
+        let another = StateKey::new(b"another secret..".to_vec());
+        assert_eq!(verify(&another, &owner("a"), &token), None);
         let widened = token.replacen(".5.", ".15.", 1);
         assert_ne!(widened, token);
         assert_eq!(verify(secret, &owner("a"), &widened), None, "altered bits");

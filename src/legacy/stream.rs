@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::input::{self, Round, Target};
 use super::{RELATED_TASK, TASK_STATUS_NOTIFICATION, task_object};
+use crate::crypto::StateKey;
 use crate::error::RpcError;
 use crate::http::{Next, sse_event};
 use crate::owner::Owner;
@@ -99,7 +100,7 @@ impl Stream {
     /// Waits for the answers to `requests` (already persisted as the round
     /// `call.key`), then calls the tool again.
     pub fn round(
-        secret: &[u8],
+        secret: &StateKey,
         id: Id,
         owner: Owner,
         call: RoundCall,
@@ -173,7 +174,7 @@ impl Stream {
     /// Queues each request not asked yet on this stream.
     fn ask(
         &mut self,
-        secret: &[u8],
+        secret: &StateKey,
         target: &Target,
         requests: &InputRequests,
         related: Option<&str>,
@@ -242,7 +243,7 @@ impl Stream {
                     .and_then(|v| serde_json::from_value(v).ok())
                     .unwrap_or_default();
                 let target = Target::Task(task_id.clone());
-                let secret = server.config().state_keys.current().secret().to_vec();
+                let secret = server.config().state_keys.current().clone();
                 self.ask(&secret, &target, &requests, Some(&task_id));
             }
             s if s.is_terminal() => {
@@ -315,7 +316,7 @@ impl Stream {
                             call.key = key;
                             call.round_state = round_state;
                         }
-                        let secret = server.config().state_keys.current().secret().to_vec();
+                        let secret = server.config().state_keys.current().clone();
                         self.ask(&secret, &target, &requests, None);
                     }
                     Err(e) => self.fail(&e),
