@@ -663,7 +663,7 @@ impl<S: Store> Server<S> {
     }
 
     async fn tasks_get(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
-        let p: TaskIdParams = c.params()?;
+        let p = c.task_id_params()?;
         c.mirror
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         let view = TaskService::new(&self.store, &self.server_info)
@@ -692,7 +692,7 @@ impl<S: Store> Server<S> {
     }
 
     async fn tasks_cancel(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
-        let p: TaskIdParams = c.params()?;
+        let p = c.task_id_params()?;
         c.mirror
             .check("Mcp-Name", c.mirror.name, &p.task_id, false)?;
         TaskService::new(&self.store, &self.server_info)
@@ -1363,10 +1363,34 @@ impl Call<'_> {
         typed(self.rest, self.method).or_else(|_| typed(self.raw, self.method))
     }
 
+    /// `tasks/get` and `tasks/cancel` params: read straight from the form
+    /// clients send (see [`canonical_task_id`]), by [`Call::params`]
+    /// otherwise.
+    fn task_id_params(&self) -> Result<TaskIdParams, RpcError> {
+        match canonical_task_id(self.rest) {
+            Some(id) => Ok(TaskIdParams {
+                task_id: id.to_owned(),
+            }),
+            None => self.params(),
+        }
+    }
+
     /// A successful response carrying `result`.
     fn json<T: Serialize>(&self, result: &T) -> Outcome {
         Outcome::Json(result_bytes(self.id, result))
     }
+}
+
+/// The id in params that are exactly `{"taskId":"<id>"}` (no space, no
+/// other member) with no escape in the id: what serde reads from them, for
+/// the form every client's JSON writer produces. `None` for anything else,
+/// which serde reads. `params` is valid JSON (the envelope's readers
+/// checked it).
+fn canonical_task_id(params: &str) -> Option<&str> {
+    let id = params
+        .strip_prefix(r#"{"taskId":""#)?
+        .strip_suffix(r#""}"#)?;
+    (!id.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20)).then_some(id)
 }
 
 #[cfg(test)]
@@ -1374,6 +1398,50 @@ mod tests {
     use serde_json::json;
 
     use super::mirrors;
+
+    proptest::proptest! {
+        /// The canonical form's id is serde's reading of the same params,
+        /// and the form a JSON writer gives an id without escapes is taken.
+        #[test]
+        fn canonical_task_ids_are_serdes(
+            id in "[ -~\u{80}-\u{10ffff}\u{0}-\u{1f}]{0,24}",
+            extra in proptest::option::of("[a-z]{1,3}"),
+            spaced in proptest::bool::ANY,
+        ) {
+            let mut params = json!({"taskId": id});
+            if let Some(name) = &extra {
+                params[name.as_str()] = json!(1);
+            }
+            let text = if spaced {
+                serde_json::to_string_pretty(&params).unwrap()
+            } else {
+                serde_json::to_string(&params).unwrap()
+            };
+            let serde = crate::json::from_str::<super::TaskIdParams>(&text).unwrap();
+            match super::canonical_task_id(&text) {
+                Some(fast) => proptest::prop_assert_eq!(fast, serde.task_id.as_str()),
+                None => {
+                    let plain = !id.chars().any(|c| c == '"' || c == '\\' || c < ' ');
+                    let other = extra.is_some_and(|n| n != "taskId");
+                    proptest::prop_assert!(!plain || other || spaced, "not taken: {}", text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_exact_form_is_read_past_serde() {
+        use super::canonical_task_id as fast;
+        assert_eq!(fast(r#"{"taskId":"tsk_a"}"#), Some("tsk_a"));
+        assert_eq!(fast(r#"{"taskId":""}"#), Some(""));
+        assert_eq!(fast(r#"{"taskId":"a\"b"}"#), None);
+        assert_eq!(fast(r#"{"taskId":"a\u0041"}"#), None);
+        assert_eq!(fast(r#"{"taskId":"a","b":"c"}"#), None);
+        assert_eq!(fast(r#"{"taskId":"a","taskId":"c"}"#), None);
+        assert_eq!(fast(r#"{"taskId": "a"}"#), None);
+        assert_eq!(fast(r#"{"taskId":1}"#), None);
+        assert_eq!(fast(r#"{"taskid":"a"}"#), None);
+    }
 
     #[test]
     fn a_header_mirrors_scalars_by_their_text_or_value() {
