@@ -243,8 +243,8 @@ impl Stream {
                     .and_then(|v| serde_json::from_value(v).ok())
                     .unwrap_or_default();
                 let target = Target::Task(task_id.clone());
-                let secret = server.config().state_keys.current().clone();
-                self.ask(&secret, &target, &requests, Some(&task_id));
+                let key = server.config().state_keys.current();
+                self.ask(key, &target, &requests, Some(&task_id));
             }
             s if s.is_terminal() => {
                 let frame = final_response(&self.id, &snapshot, related.then_some(&task_id));
@@ -316,8 +316,8 @@ impl Stream {
                             call.key = key;
                             call.round_state = round_state;
                         }
-                        let secret = server.config().state_keys.current().clone();
-                        self.ask(&secret, &target, &requests, None);
+                        let key = server.config().state_keys.current();
+                        self.ask(key, &target, &requests, None);
                     }
                     Err(e) => self.fail(&e),
                 }
