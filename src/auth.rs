@@ -20,7 +20,11 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+mod cache;
 pub mod vectors;
+
+use cache::Verified;
+pub(crate) use cache::VerifiedTokens;
 
 use crate::crypto::{b64url, b64url_decode, hmac_raw};
 use crate::outbound::LocalFuture;
@@ -70,9 +74,33 @@ impl Auth {
     /// `verifier`.
     pub async fn authenticate<'h>(
         &self,
+        authorization: impl Iterator<Item = &'h str>,
+        now: Millis,
+        verifier: &dyn SignatureVerifier,
+    ) -> Result<Owner, AuthError> {
+        self.authenticate_with(authorization, now, verifier, None)
+            .await
+    }
+
+    /// [`Auth::authenticate`], taking a token this instance already
+    /// accepted from `verified` (and keeping one it accepts now).
+    pub(crate) async fn authenticate_cached<'h>(
+        &self,
+        authorization: impl Iterator<Item = &'h str>,
+        now: Millis,
+        verifier: &dyn SignatureVerifier,
+        verified: &VerifiedTokens,
+    ) -> Result<Owner, AuthError> {
+        self.authenticate_with(authorization, now, verifier, Some(verified))
+            .await
+    }
+
+    async fn authenticate_with<'h>(
+        &self,
         mut authorization: impl Iterator<Item = &'h str>,
         now: Millis,
         verifier: &dyn SignatureVerifier,
+        verified: Option<&VerifiedTokens>,
     ) -> Result<Owner, AuthError> {
         match self {
             Auth::Unconfigured => Err(AuthError::NotConfigured),
@@ -84,7 +112,10 @@ impl Auth {
                 }
                 let token =
                     bearer(header).ok_or(AuthError::InvalidToken("not a Bearer credential"))?;
-                jwt.verify(token, now, verifier).await
+                match verified {
+                    Some(cache) => jwt.verify_cached(token, now, verifier, cache).await,
+                    None => jwt.verify(token, now, verifier).await,
+                }
             }
         }
     }
@@ -378,6 +409,41 @@ impl JwtAuth {
         now: Millis,
         verifier: &dyn SignatureVerifier,
     ) -> Result<Owner, AuthError> {
+        self.verify_token(token, now, verifier)
+            .await
+            .map(|v| v.owner)
+    }
+
+    /// [`JwtAuth::verify`], answered from `cache` for a token accepted
+    /// before under these settings (its `exp` and `nbf` checked again at
+    /// `now`); a token accepted now is kept there.
+    pub(crate) async fn verify_cached(
+        &self,
+        token: &str,
+        now: Millis,
+        verifier: &dyn SignatureVerifier,
+        cache: &VerifiedTokens,
+    ) -> Result<Owner, AuthError> {
+        if let Some(kept) = cache.lookup(self, token) {
+            return match self.check_times(kept.exp, kept.nbf, now) {
+                Ok(()) => Ok(kept.owner),
+                Err(e) => {
+                    cache.forget(token);
+                    Err(e)
+                }
+            };
+        }
+        let verified = self.verify_token(token, now, verifier).await?;
+        cache.remember(self, token, &verified);
+        Ok(verified.owner)
+    }
+
+    async fn verify_token(
+        &self,
+        token: &str,
+        now: Millis,
+        verifier: &dyn SignatureVerifier,
+    ) -> Result<Verified, AuthError> {
         let bad = AuthError::InvalidToken;
         if token.len() > MAX_TOKEN_LEN {
             return Err(bad("token too long"));
@@ -468,17 +534,36 @@ impl JwtAuth {
         }
     }
 
-    fn check_claims(&self, claims: &Map<String, Value>, now: Millis) -> Result<Owner, AuthError> {
+    /// `exp` and `nbf` at `now`, with the configured leeway.
+    fn check_times(&self, exp: Millis, nbf: Option<Millis>, now: Millis) -> Result<(), AuthError> {
+        self.check_exp(exp, now)?;
+        self.check_nbf(nbf, now)
+    }
+
+    fn check_exp(&self, exp: Millis, now: Millis) -> Result<(), AuthError> {
+        if now >= exp.saturating_add(self.leeway_ms) {
+            return Err(AuthError::InvalidToken("expired"));
+        }
+        Ok(())
+    }
+
+    fn check_nbf(&self, nbf: Option<Millis>, now: Millis) -> Result<(), AuthError> {
+        if nbf.is_some_and(|nbf| now < nbf.saturating_sub(self.leeway_ms)) {
+            return Err(AuthError::InvalidToken("not yet valid"));
+        }
+        Ok(())
+    }
+
+    fn check_claims(
+        &self,
+        claims: &Map<String, Value>,
+        now: Millis,
+    ) -> Result<Verified, AuthError> {
         let bad = AuthError::InvalidToken;
         let exp = date_ms(claims, "exp")?.ok_or(bad("no exp"))?;
-        if now >= exp.saturating_add(self.leeway_ms) {
-            return Err(bad("expired"));
-        }
-        if let Some(nbf) = date_ms(claims, "nbf")?
-            && now < nbf.saturating_sub(self.leeway_ms)
-        {
-            return Err(bad("not yet valid"));
-        }
+        self.check_exp(exp, now)?;
+        let nbf = date_ms(claims, "nbf")?;
+        self.check_nbf(nbf, now)?;
         let iss = claims
             .get("iss")
             .and_then(Value::as_str)
@@ -511,9 +596,13 @@ impl JwtAuth {
             }
             Some(_) => return Err(bad("malformed tenant")),
         };
-        Ok(Owner {
-            tenant,
-            principal: sub.to_owned(),
+        Ok(Verified {
+            owner: Owner {
+                tenant,
+                principal: sub.to_owned(),
+            },
+            exp,
+            nbf,
         })
     }
 }

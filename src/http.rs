@@ -209,7 +209,12 @@ pub(crate) async fn handle_routed<S: Store>(
     }
     match config
         .auth
-        .authenticate(req.header_values("authorization"), now, server.verifier())
+        .authenticate_cached(
+            req.header_values("authorization"),
+            now,
+            server.verifier(),
+            server.verified_tokens(),
+        )
         .await
     {
         Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }, route).await,

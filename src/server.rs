@@ -7,7 +7,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::auth::SignatureVerifier;
+use std::rc::Rc;
+
+use crate::auth::{SignatureVerifier, VerifiedTokens};
 use crate::catalog;
 use crate::crypto::b64url;
 use crate::error::{RpcError, truncate};
@@ -383,6 +385,9 @@ pub struct Server<S: Store> {
     discover_json: Vec<u8>,
     outbound: Box<dyn Outbound>,
     verifier: Box<dyn SignatureVerifier>,
+    /// Bearer tokens accepted before: this server's own, or the isolate's
+    /// on the Worker (where a server lives for one request).
+    verified_tokens: Rc<VerifiedTokens>,
     tool_settings: Box<dyn ToolSettings>,
     clock: Option<fn() -> Millis>,
     log: fn(&str),
@@ -416,6 +421,7 @@ impl<S: Store> Server<S> {
             config,
             outbound: Box::new(NoOutbound),
             verifier: crate::auth::default_verifier(),
+            verified_tokens: Rc::default(),
             tool_settings: Box::new(no_settings),
             clock: None,
             log: |_| {},
@@ -452,6 +458,19 @@ impl<S: Store> Server<S> {
     /// The bearer-token signature verifier.
     pub fn verifier(&self) -> &dyn SignatureVerifier {
         &*self.verifier
+    }
+
+    /// Keeps the bearer tokens this server accepts in `tokens`, shared
+    /// with the other servers of one Worker isolate, instead of its own.
+    #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+    pub(crate) fn with_verified_tokens(mut self, tokens: Rc<VerifiedTokens>) -> Self {
+        self.verified_tokens = tokens;
+        self
+    }
+
+    /// The bearer tokens this server accepted before.
+    pub(crate) fn verified_tokens(&self) -> &VerifiedTokens {
+        &self.verified_tokens
     }
 
     /// Lends task steps the runtime's settings and secrets (names starting
