@@ -411,6 +411,13 @@ async function jwtVectors() {
     check(r.failures.length === 0, `vectors: ${JSON.stringify(r.failures)}`);
     equal(r.passed, vectors.cases.length, 'vectors passed');
     console.log(`      jwt vectors (webcrypto): ${r.passed} passed, ${r.failures.length} failed`);
+    // The hook runs through the isolate's cache of verified tokens, which
+    // outlives a request: a second run finds every accepted token there.
+    const accepted = vectors.cases.filter((c) => c.expect.principal !== undefined).length;
+    const again = await hook('jwt', vectors);
+    check(again.failures.length === 0, `vectors, second run: ${JSON.stringify(again.failures)}`);
+    check(accepted > 0, 'the vectors accept some tokens');
+    equal(again.cachedAlready, accepted, 'accepted tokens kept across requests by the isolate');
   });
 }
 
@@ -1095,6 +1102,22 @@ async function jwtAuth() {
     const refused = loggedObjects(offset).find((o) => o.status === 401);
     check(refused && refused.auth === 'missing token', `401 log line: ${JSON.stringify(refused)}`);
     check(!logSince(offset).includes(alice.split('.')[2]), 'a token signature reached the log');
+  });
+  await test('MCP_AUTH=jwt on workerd: a token the isolate kept is refused from its expiry on', async () => {
+    // exp 57 s ago; with the default 60 s leeway it is good for 2 to 3 s.
+    const r = await runGroup('node', ['scripts/mint-token.mjs', '--sub', 'carol', '--tenant', 'acme', '--ttl', '-57'],
+      { timeoutMs: 30_000, env: jwtVars(server.port) });
+    check(r.code === 0, `mint-token: ${r.out}`);
+    const token = r.out.trim();
+    const exp = JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).exp;
+    const list = () => post({ jsonrpc: '2.0', id: newId(), method: 'tools/list', params: { _meta: meta() } },
+      { authorization: `Bearer ${token}` });
+    const before = [await list(), await list()];
+    check(Date.now() < (exp + 60) * 1000, 'the first requests ran before the expiry');
+    check(before.every((x) => x.status === 200), `before the expiry: ${before.map((x) => x.status)}`);
+    await sleep(Math.max(0, (exp + 60) * 1000 - Date.now()) + 300);
+    const after = await list();
+    check(after.status === 401, `after the expiry: ${after.status} ${JSON.stringify(after.body)}`);
   });
 }
 

@@ -17,11 +17,22 @@ use super::settings::{RequestLog, known_http_method};
 use super::sse;
 use super::store::DoStore;
 use super::wire::{Op, Reply, SweepReport};
+use crate::auth::VerifiedTokens;
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
 use crate::ids::SystemRandom;
 use crate::server::Server;
 use crate::tools::ToolFactory;
+
+thread_local! {
+    /// The bearer tokens this isolate accepted: a server lives for one
+    /// request here, the tokens for as long as the isolate.
+    static VERIFIED_TOKENS: Rc<VerifiedTokens> = Rc::default();
+}
+
+pub(super) fn verified_tokens() -> Rc<VerifiedTokens> {
+    VERIFIED_TOKENS.with(Rc::clone)
+}
 
 /// The Worker's `fetch` handler, serving the tools `tools` builds (boxed:
 /// see [`EntryFuture`]).
@@ -97,7 +108,11 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         Box::new(SystemRandom),
     ) {
         // A replayable step may run inline in a create or an update.
-        Ok(s) => with_step_env(s.with_verifier(Box::new(super::webcrypto::WebCrypto)), &env),
+        Ok(s) => with_step_env(
+            s.with_verifier(Box::new(super::webcrypto::WebCrypto))
+                .with_verified_tokens(verified_tokens()),
+            &env,
+        ),
         Err(e) => return early_error(e.http_status(), &e),
     };
     let request = HttpRequest {
