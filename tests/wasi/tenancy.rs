@@ -198,3 +198,38 @@ async fn cross_tenant_probes_find_nothing_through_the_component() {
     assert_eq!(status, 401, "no token");
     assert_eq!(rt.traps(), 0);
 }
+
+/// The component keeps the tokens it accepted (no second signature check
+/// for a client's next request), and a kept token is still refused from
+/// its expiry on, to the millisecond, as if it had never been seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_the_component_kept_is_refused_from_its_expiry_on() {
+    let dir = TempDir::new("token-expiry");
+    let clock = Clock::manual(T0);
+    let mut s = settings(&clock);
+    s.env = env(&[
+        ("MCP_AUTH", "jwt"),
+        ("MCP_JWT_HS256_SECRET", SECRET),
+        ("MCP_JWT_ISSUER", ISSUER),
+        ("MCP_RESOURCE_URL", RESOURCE),
+        ("MCP_JWT_LEEWAY_MS", "0"),
+    ]);
+    let rt = runtime(dir.path(), s);
+    let exp = T0 + 60_000;
+    let alice = token("alice", "acme", exp);
+    for at in [T0, T0 + 30_000, exp - 1] {
+        clock.set(at);
+        let (status, body) = call(&rt, Some(&alice), "tools/list", json!({})).await;
+        assert_eq!(status, 200, "at {at}: {}", String::from_utf8_lossy(&body));
+    }
+    clock.set(exp);
+    let (status, _) = call(&rt, Some(&alice), "tools/list", json!({})).await;
+    assert_eq!(status, 401, "expired, though accepted a moment before");
+    clock.set(exp + 3_600_000);
+    let (status, _) = call(&rt, Some(&alice), "tools/list", json!({})).await;
+    assert_eq!(status, 401, "still expired");
+    let renewed = token("alice", "acme", exp + 7_200_000);
+    let (status, _) = call(&rt, Some(&renewed), "tools/list", json!({})).await;
+    assert_eq!(status, 200, "a new token for the same person");
+    assert_eq!(rt.traps(), 0);
+}
