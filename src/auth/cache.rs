@@ -138,28 +138,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::auth::sign_hs256;
-    use crate::auth::{AuthError, KeyUnusable, RustCrypto, SignatureVerifier, VerifyingKey};
-    use crate::outbound::LocalFuture;
+    use crate::auth::vectors::Counted;
+    use crate::auth::{AuthError, RustCrypto, sign_hs256};
 
     const SECRET: &[u8] = b"cache-test-secret-0123456789-abcdef";
     const LEEWAY: Millis = 1_000;
 
     /// RustCrypto, counting the signatures it checks.
-    #[derive(Default)]
-    struct Counting(Cell<usize>);
-
-    impl SignatureVerifier for Counting {
-        fn verify<'a>(
-            &'a self,
-            key: VerifyingKey<'a>,
-            signed: &'a [u8],
-            signature: &'a [u8],
-        ) -> LocalFuture<'a, Result<bool, KeyUnusable>> {
-            self.0.set(self.0.get() + 1);
-            Box::pin(std::future::ready(RustCrypto::verify_now(
-                key, signed, signature,
-            )))
+    fn counting() -> Counted<'static> {
+        Counted {
+            inner: &RustCrypto,
+            calls: Cell::new(0),
         }
     }
 
@@ -199,7 +188,7 @@ mod tests {
         auth: &JwtAuth,
         token: &str,
         now: Millis,
-        v: &Counting,
+        v: &Counted<'_>,
         cache: &VerifiedTokens,
     ) -> Result<Owner, AuthError> {
         crate::block_on(auth.verify_cached(token, now, v, cache))
@@ -212,18 +201,22 @@ mod tests {
     #[test]
     fn a_kept_token_is_not_verified_again() {
         let auth = settings("https://mcp.test/mcp");
-        let (v, cache) = (Counting::default(), VerifiedTokens::default());
+        let (v, cache) = (counting(), VerifiedTokens::default());
         let t = token("alice", 2_000, None);
         let first = cached(&auth, &t, 1_000_000, &v, &cache).unwrap();
         assert_eq!(first.principal, "alice");
         assert_eq!(cached(&auth, &t, 1_500_000, &v, &cache), Ok(first));
-        assert_eq!(v.0.get(), 1, "the second request took the cached caller");
+        assert_eq!(
+            v.calls.get(),
+            1,
+            "the second request took the cached caller"
+        );
     }
 
     #[test]
     fn a_kept_token_expires_on_time_and_is_dropped() {
         let auth = settings("https://mcp.test/mcp");
-        let (v, cache) = (Counting::default(), VerifiedTokens::default());
+        let (v, cache) = (counting(), VerifiedTokens::default());
         let t = token("alice", 2_000, None);
         assert!(cached(&auth, &t, 1_000_000, &v, &cache).is_ok());
         // The leeway applies as in a full verification: valid until
@@ -233,14 +226,14 @@ mod tests {
             cached(&auth, &t, 2_000_000 + LEEWAY, &v, &cache),
             Err(AuthError::InvalidToken("expired"))
         );
-        assert_eq!(v.0.get(), 1);
+        assert_eq!(v.calls.get(), 1);
         assert_eq!(cache.len(), 0, "an expired token is dropped");
     }
 
     #[test]
     fn refused_tokens_are_never_kept() {
         let auth = settings("https://mcp.test/mcp");
-        let (v, cache) = (Counting::default(), VerifiedTokens::default());
+        let (v, cache) = (counting(), VerifiedTokens::default());
         let t = token("alice", 2_000, None);
         let forged = tampered(&t);
         assert_eq!(
@@ -256,7 +249,7 @@ mod tests {
             cached(&auth, &forged, 1_000_000, &v, &cache),
             Err(AuthError::InvalidToken("bad signature"))
         );
-        assert_eq!(v.0.get(), 3);
+        assert_eq!(v.calls.get(), 3);
         // A token not yet valid is refused and not kept either.
         let early = token("bob", 3_000, Some(2_500));
         assert_eq!(
@@ -270,20 +263,20 @@ mod tests {
     fn what_one_settings_kept_another_never_reads() {
         let a = settings("https://mcp.test/mcp");
         let b = settings("https://other.test/mcp");
-        let (v, cache) = (Counting::default(), VerifiedTokens::default());
+        let (v, cache) = (counting(), VerifiedTokens::default());
         let t = token("alice", 2_000, None);
         assert!(cached(&a, &t, 1_000_000, &v, &cache).is_ok());
         assert_eq!(
             cached(&b, &t, 1_000_000, &v, &cache),
             Err(AuthError::InvalidToken("wrong audience"))
         );
-        assert_eq!(v.0.get(), 2, "verified again under the other settings");
+        assert_eq!(v.calls.get(), 2, "verified again under the other settings");
     }
 
     #[test]
     fn at_most_capacity_tokens_are_kept_the_oldest_going_first() {
         let auth = settings("https://mcp.test/mcp");
-        let (v, cache) = (Counting::default(), VerifiedTokens::default());
+        let (v, cache) = (counting(), VerifiedTokens::default());
         let tokens: Vec<String> = (0..=CAPACITY)
             .map(|i| token(&format!("user-{i}"), 2_000, None))
             .collect();
@@ -291,11 +284,11 @@ mod tests {
             assert!(cached(&auth, t, 1_000_000, &v, &cache).is_ok());
         }
         assert_eq!(cache.len(), CAPACITY);
-        let calls = v.0.get();
+        let calls = v.calls.get();
         assert!(cached(&auth, &tokens[CAPACITY], 1_000_000, &v, &cache).is_ok());
-        assert_eq!(v.0.get(), calls, "the newest is kept");
+        assert_eq!(v.calls.get(), calls, "the newest is kept");
         assert!(cached(&auth, &tokens[0], 1_000_000, &v, &cache).is_ok());
-        assert_eq!(v.0.get(), calls + 1, "the oldest was replaced");
+        assert_eq!(v.calls.get(), calls + 1, "the oldest was replaced");
         // A token over the length bound is never kept.
         let long = token(&"x".repeat(MAX_CACHED_LEN), 2_000, None);
         assert!(key_of(&long).is_none());
@@ -321,7 +314,7 @@ mod tests {
                 format!("{valid}x"),
                 "not.a.token-at-all".to_owned(),
             ];
-            let (v, cache) = (Counting::default(), VerifiedTokens::default());
+            let (v, cache) = (counting(), VerifiedTokens::default());
             for (i, now) in steps {
                 let t = &pool[i];
                 proptest::prop_assert_eq!(cached(&auth, t, now, &v, &cache), alone(&auth, t, now));

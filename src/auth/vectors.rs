@@ -54,9 +54,9 @@ pub struct Report {
 }
 
 /// A verifier that counts the signatures it is asked to check.
-struct Counted<'v> {
-    inner: &'v dyn SignatureVerifier,
-    calls: Cell<usize>,
+pub(super) struct Counted<'v> {
+    pub(super) inner: &'v dyn SignatureVerifier,
+    pub(super) calls: Cell<usize>,
 }
 
 impl SignatureVerifier for Counted<'_> {

@@ -37,18 +37,30 @@ async fn call(
     (r.status, r.body)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cross_tenant_probes_find_nothing_through_the_component() {
-    let dir = TempDir::new("tenancy");
+/// A runtime verifying HS256 tokens, its clock at [`T0`], its store in
+/// `dir`; `extra` settings added.
+fn jwt_runtime(
+    dir: &TempDir,
+    extra: &[(&str, &str)],
+) -> (Clock, std::sync::Arc<crate::runtime::Runtime>) {
     let clock = Clock::manual(T0);
     let mut s = settings(&clock);
-    s.env = env(&[
+    let mut vars = vec![
         ("MCP_AUTH", "jwt"),
         ("MCP_JWT_HS256_SECRET", SECRET),
         ("MCP_JWT_ISSUER", ISSUER),
         ("MCP_RESOURCE_URL", RESOURCE),
-    ]);
+    ];
+    vars.extend_from_slice(extra);
+    s.env = env(&vars);
     let rt = runtime(dir.path(), s);
+    (clock, rt)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_tenant_probes_find_nothing_through_the_component() {
+    let dir = TempDir::new("tenancy");
+    let (clock, rt) = jwt_runtime(&dir, &[]);
     let exp = T0 + 3_600_000;
     let people = [("acme", "alice"), ("acme", "bob"), ("globex", "alice")];
     let tokens: Vec<String> = people.iter().map(|(t, p)| token(p, t, exp)).collect();
@@ -205,16 +217,7 @@ async fn cross_tenant_probes_find_nothing_through_the_component() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_the_component_kept_is_refused_from_its_expiry_on() {
     let dir = TempDir::new("token-expiry");
-    let clock = Clock::manual(T0);
-    let mut s = settings(&clock);
-    s.env = env(&[
-        ("MCP_AUTH", "jwt"),
-        ("MCP_JWT_HS256_SECRET", SECRET),
-        ("MCP_JWT_ISSUER", ISSUER),
-        ("MCP_RESOURCE_URL", RESOURCE),
-        ("MCP_JWT_LEEWAY_MS", "0"),
-    ]);
-    let rt = runtime(dir.path(), s);
+    let (clock, rt) = jwt_runtime(&dir, &[("MCP_JWT_LEEWAY_MS", "0")]);
     let exp = T0 + 60_000;
     let alice = token("alice", "acme", exp);
     for at in [T0, T0 + 30_000, exp - 1] {
