@@ -27,6 +27,7 @@ pub mod error;
 pub mod http;
 pub mod ids;
 mod json;
+mod kept;
 #[cfg(feature = "legacy")]
 pub mod legacy;
 pub mod limits;

@@ -3,31 +3,19 @@
 //! A client sends the same token with every request until it expires, and
 //! checking its signature is most of what a request costs: Ed25519 or ECDSA
 //! P-256 arithmetic in the component's wasm, a WebCrypto call on the
-//! Worker. So an instance keeps the outcome of each token it accepted: the
-//! caller, `exp` and `nbf`. A later request with a byte-for-byte equal
-//! token, under the same settings, takes the caller from here; its time
-//! claims are checked again against that request's clock, with the same
-//! errors as a full verification. Refused tokens are never kept, so
-//! nothing can be made to pass here that did not pass in full.
-//!
-//! Bounded: at most [`CAPACITY`] tokens of at most [`MAX_CACHED_LEN`]
-//! bytes; a new one replaces the oldest. A token is found by its signature
-//! (unpredictable to anyone without the signing key) and then compared in
-//! full in constant time.
-
-use std::cell::RefCell;
-
-use subtle::ConstantTimeEq;
+//! Worker. So an instance keeps the outcome of each token it accepted (a
+//! [`Kept`] cache: bounded, found by the signature, compared in full in
+//! constant time): the caller, `exp` and `nbf`. A later request with a
+//! byte-for-byte equal token, under the same settings, takes the caller
+//! from here; its time claims are checked again against that request's
+//! clock, with the same errors as a full verification. Refused tokens are
+//! never kept, so nothing can be made to pass here that did not pass in
+//! full.
 
 use super::JwtAuth;
+use crate::kept::Kept;
 use crate::owner::Owner;
 use crate::time::Millis;
-
-/// Tokens kept at most.
-pub(crate) const CAPACITY: usize = 128;
-
-/// The longest token kept; a longer one is verified on every request.
-pub(crate) const MAX_CACHED_LEN: usize = 2048;
 
 /// What a verified token stands for, and when.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,96 +27,9 @@ pub(crate) struct Verified {
     pub(crate) nbf: Option<Millis>,
 }
 
-struct Entry {
-    /// The first bytes of the token's signature, to find it by.
-    key: u64,
-    token: Box<[u8]>,
-    verified: Verified,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// The settings every entry was verified under; another settings'
-    /// first use empties the cache.
-    settings: Option<JwtAuth>,
-    entries: Vec<Entry>,
-    /// The entry the next new token replaces once the cache is full.
-    next: usize,
-}
-
-/// Verified bearer tokens: one per component instance, one per isolate on
-/// the Worker (see the module's documentation).
-#[derive(Default)]
-pub(crate) struct VerifiedTokens {
-    inner: RefCell<Inner>,
-}
-
-/// A token's lookup key: the first eight bytes of its signature (the text
-/// after its last `.`), or `None` for a token too short or too long to keep.
-fn key_of(token: &str) -> Option<u64> {
-    if token.len() > MAX_CACHED_LEN {
-        return None;
-    }
-    let signature = token.rsplit('.').next()?.as_bytes();
-    let first: [u8; 8] = signature.get(..8)?.try_into().ok()?;
-    Some(u64::from_le_bytes(first))
-}
-
-impl VerifiedTokens {
-    /// What `token` was verified as under `settings`, if it is kept.
-    pub(crate) fn lookup(&self, settings: &JwtAuth, token: &str) -> Option<Verified> {
-        let key = key_of(token)?;
-        let inner = self.inner.try_borrow().ok()?;
-        if inner.settings.as_ref() != Some(settings) {
-            return None;
-        }
-        let entry = inner.entries.iter().find(|e| e.key == key)?;
-        let same: bool = entry.token.as_ref().ct_eq(token.as_bytes()).into();
-        same.then(|| entry.verified.clone())
-    }
-
-    /// Keeps `token`, just verified under `settings` as `verified`.
-    pub(crate) fn remember(&self, settings: &JwtAuth, token: &str, verified: &Verified) {
-        let Some(key) = key_of(token) else { return };
-        let Ok(mut inner) = self.inner.try_borrow_mut() else {
-            return;
-        };
-        if inner.settings.as_ref() != Some(settings) {
-            *inner = Inner {
-                settings: Some(settings.clone()),
-                ..Inner::default()
-            };
-        }
-        let entry = Entry {
-            key,
-            token: token.as_bytes().into(),
-            verified: verified.clone(),
-        };
-        let inner = &mut *inner;
-        if let Some(same) = inner.entries.iter_mut().find(|e| e.key == key) {
-            *same = entry;
-        } else if inner.entries.len() < CAPACITY {
-            inner.entries.push(entry);
-        } else if let Some(oldest) = inner.entries.get_mut(inner.next % CAPACITY) {
-            *oldest = entry;
-            inner.next = (inner.next + 1) % CAPACITY;
-        }
-    }
-
-    /// Drops `token` (it expired).
-    pub(crate) fn forget(&self, token: &str) {
-        let Some(key) = key_of(token) else { return };
-        if let Ok(mut inner) = self.inner.try_borrow_mut() {
-            inner.entries.retain(|e| e.key != key);
-        }
-    }
-
-    /// Tokens kept now.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.inner.borrow().entries.len()
-    }
-}
+/// Verified bearer tokens: one cache per component instance, one per
+/// isolate on the Worker (see the module's documentation).
+pub(crate) type VerifiedTokens = Kept<JwtAuth, Verified>;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -140,6 +41,7 @@ mod tests {
     use super::*;
     use crate::auth::vectors::Counted;
     use crate::auth::{AuthError, RustCrypto, sign_hs256};
+    use crate::kept::{CAPACITY, MAX_KEPT_LEN, key_of};
 
     const SECRET: &[u8] = b"cache-test-secret-0123456789-abcdef";
     const LEEWAY: Millis = 1_000;
@@ -290,7 +192,7 @@ mod tests {
         assert!(cached(&auth, &tokens[0], 1_000_000, &v, &cache).is_ok());
         assert_eq!(v.calls.get(), calls + 1, "the oldest was replaced");
         // A token over the length bound is never kept.
-        let long = token(&"x".repeat(MAX_CACHED_LEN), 2_000, None);
+        let long = token(&"x".repeat(MAX_KEPT_LEN), 2_000, None);
         assert!(key_of(&long).is_none());
     }
 
