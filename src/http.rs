@@ -213,7 +213,7 @@ pub(crate) async fn handle_routed<S: Store>(
             req.header_values("authorization"),
             now,
             server.verifier(),
-            server.verified_tokens(),
+            &server.verifications().tokens,
         )
         .await
     {

@@ -370,6 +370,18 @@ enum Outcome {
     Frames(Vec<Vec<u8>>),
 }
 
+/// What a server keeps from one request to the next: the credentials it
+/// verified (see `crate::kept`), so that the same bytes are not checked
+/// again. One per component instance; one per isolate on the Worker.
+#[derive(Default)]
+pub(crate) struct Verifications {
+    /// Bearer tokens, with their caller and validity.
+    pub(crate) tokens: VerifiedTokens,
+    /// 2025-11-25 session ids, with their owner.
+    #[cfg(feature = "legacy")]
+    pub(crate) sessions: crate::legacy::session::VerifiedSessions,
+}
+
 /// The server: a store, the tools, settings, an id source.
 pub struct Server<S: Store> {
     store: S,
@@ -385,9 +397,9 @@ pub struct Server<S: Store> {
     discover_json: Vec<u8>,
     outbound: Box<dyn Outbound>,
     verifier: Box<dyn SignatureVerifier>,
-    /// Bearer tokens accepted before: this server's own, or the isolate's
-    /// on the Worker (where a server lives for one request).
-    verified_tokens: Rc<VerifiedTokens>,
+    /// Tokens accepted before: this server's own, or the isolate's on the
+    /// Worker (where a server lives for one request).
+    verifications: Rc<Verifications>,
     tool_settings: Box<dyn ToolSettings>,
     clock: Option<fn() -> Millis>,
     log: fn(&str),
@@ -421,7 +433,7 @@ impl<S: Store> Server<S> {
             config,
             outbound: Box::new(NoOutbound),
             verifier: crate::auth::default_verifier(),
-            verified_tokens: Rc::default(),
+            verifications: Rc::default(),
             tool_settings: Box::new(no_settings),
             clock: None,
             log: |_| {},
@@ -460,17 +472,17 @@ impl<S: Store> Server<S> {
         &*self.verifier
     }
 
-    /// Keeps the bearer tokens this server accepts in `tokens`, shared
+    /// Keeps the tokens this server accepts in `verifications`, shared
     /// with the other servers of one Worker isolate, instead of its own.
     #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
-    pub(crate) fn with_verified_tokens(mut self, tokens: Rc<VerifiedTokens>) -> Self {
-        self.verified_tokens = tokens;
+    pub(crate) fn with_verifications(mut self, verifications: Rc<Verifications>) -> Self {
+        self.verifications = verifications;
         self
     }
 
-    /// The bearer tokens this server accepted before.
-    pub(crate) fn verified_tokens(&self) -> &VerifiedTokens {
-        &self.verified_tokens
+    /// The tokens this server accepted before.
+    pub(crate) fn verifications(&self) -> &Verifications {
+        &self.verifications
     }
 
     /// Lends task steps the runtime's settings and secrets (names starting

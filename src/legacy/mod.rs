@@ -201,10 +201,12 @@ pub async fn serve<S: Store>(
 ) -> HttpResponse {
     let keys = &server.config().state_keys;
     let session = match req.header(SESSION_HEADER) {
-        Some(token) => match keys
-            .keys()
-            .find_map(|k| session::verify(k, &ctx.owner, token.trim()))
-        {
+        Some(token) => match session::verify_kept(
+            keys,
+            &ctx.owner,
+            token.trim(),
+            &server.verifications().sessions,
+        ) {
             Some(s) => Some(s),
             None => {
                 return HttpResponse::json(

@@ -11,9 +11,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::crypto::{StateKey, b64url};
+use crate::crypto::{Keyring, StateKey, b64url};
 use crate::error::RpcError;
 use crate::ids::IdSource;
+use crate::kept::Kept;
 use crate::owner::Owner;
 use crate::protocol::meta::{ClientCapabilities, ElicitationCapability};
 
@@ -118,19 +119,74 @@ pub fn issue(
 /// The session `token` stands for, if it is one this server issued to
 /// `owner`.
 pub fn verify(key: &StateKey, owner: &Owner, token: &str) -> Option<Session> {
+    let (index, bits) = verify_fields(key, owner, token)?;
+    session_of(index, bits)
+}
+
+/// The version index and capability bits of `token`, if its tag is
+/// `key`'s over them and `owner`.
+fn verify_fields(key: &StateKey, owner: &Owner, token: &str) -> Option<(usize, u32)> {
     let [index, bits, nonce, given] = super::token_fields(token, PREFIX)?;
     let index: usize = index.parse().ok()?;
     let bits: u32 = bits.parse().ok()?;
-    let version = *VERSIONS.get(index)?;
-    if !with_parts(owner, index, bits, nonce, |parts| {
+    VERSIONS.get(index)?;
+    with_parts(owner, index, bits, nonce, |parts| {
         key.short_tag_matches(parts, given)
-    }) {
-        return None;
-    }
+    })
+    .then_some((index, bits))
+}
+
+fn session_of(index: usize, bits: u32) -> Option<Session> {
     Some(Session {
-        version,
+        version: VERSIONS.get(index)?,
         capabilities: capabilities_of(bits),
     })
+}
+
+/// What a verified session token stands for, as [`VerifiedSessions`]
+/// keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeptSession {
+    owner: Owner,
+    index: usize,
+    bits: u32,
+}
+
+/// Session tokens this instance verified (a [`Kept`] cache): one per
+/// component instance, one per isolate on the Worker. A session has no
+/// expiry, so an entry stands until the keyring changes or a newer token
+/// replaces it, and it answers only for the owner it was issued to.
+pub(crate) type VerifiedSessions = Kept<Keyring, KeptSession>;
+
+/// The session `token` stands for, if one of `keys` issued it to `owner`:
+/// [`verify`] with each key in turn, answered from `kept` for a token
+/// verified before under the same keys (one verified now is kept there).
+/// Answers exactly as the keys would.
+pub(crate) fn verify_kept(
+    keys: &Keyring,
+    owner: &Owner,
+    token: &str,
+    kept: &VerifiedSessions,
+) -> Option<Session> {
+    if let Some(k) = kept.lookup(keys, token)
+        && k.owner == *owner
+    {
+        return session_of(k.index, k.bits);
+    }
+    let (index, bits) = keys
+        .keys()
+        .find_map(|key| verify_fields(key, owner, token))?;
+    let session = session_of(index, bits)?;
+    kept.remember(
+        keys,
+        token,
+        &KeptSession {
+            owner: owner.clone(),
+            index,
+            bits,
+        },
+    );
+    Some(session)
 }
 
 #[cfg(test)]
@@ -169,5 +225,143 @@ mod tests {
         assert_eq!(verify(secret, &owner("a"), &widened), None, "altered bits");
         assert_eq!(verify(secret, &owner("a"), "mts1.0.0.x.y"), None);
         assert_eq!(verify(secret, &owner("a"), ""), None);
+    }
+
+    const ONE: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const TWO: &[u8] = b"fedcba9876543210fedcba9876543210";
+
+    /// A session issued by `ring`'s current key to `who`.
+    fn issued(ring: &Keyring, who: &str, n: u64) -> String {
+        let ids = SequentialIds::starting_at(n);
+        issue(
+            ring.current(),
+            &ids,
+            &owner(who),
+            "2025-06-18",
+            &json!({"roots": {}}),
+        )
+        .unwrap()
+    }
+
+    /// What `ring`'s keys say of `token` for `who`, with nothing kept.
+    fn full(ring: &Keyring, who: &Owner, token: &str) -> Option<Session> {
+        ring.keys().find_map(|k| verify(k, who, token))
+    }
+
+    /// `token` with the last character of its tag changed.
+    fn tampered(token: &str) -> String {
+        let mut t = token.to_owned();
+        let last = t.pop().unwrap();
+        t.push(if last == 'A' { 'B' } else { 'A' });
+        t
+    }
+
+    #[test]
+    fn a_verified_session_is_kept_and_answered_from_there() {
+        let ring = Keyring::new(ONE);
+        let kept = VerifiedSessions::default();
+        let token = issued(&ring, "a", 1);
+        let first = verify_kept(&ring, &owner("a"), &token, &kept);
+        assert_eq!(first, full(&ring, &owner("a"), &token));
+        assert!(first.is_some());
+        assert_eq!(kept.len(), 1, "the verified session is kept");
+        // What is kept answers without the tag being checked: an entry for
+        // a token no key issued is taken as it stands.
+        let unsigned = "mts1.1.8.bm9uY2U.AAAAAAAAAAAAAAAAAAAAAA";
+        assert_eq!(full(&ring, &owner("a"), unsigned), None);
+        kept.remember(
+            &ring,
+            unsigned,
+            &KeptSession {
+                owner: owner("a"),
+                index: 1,
+                bits: ROOTS,
+            },
+        );
+        let answered = verify_kept(&ring, &owner("a"), unsigned, &kept).unwrap();
+        assert_eq!(answered.version, VERSIONS[1]);
+        assert!(answered.capabilities.roots.is_some());
+        // ... but only for its owner.
+        assert_eq!(verify_kept(&ring, &owner("b"), unsigned, &kept), None);
+    }
+
+    #[test]
+    fn a_kept_session_answers_only_its_owner() {
+        let ring = Keyring::new(ONE);
+        let kept = VerifiedSessions::default();
+        let token = issued(&ring, "a", 1);
+        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        assert_eq!(verify_kept(&ring, &owner("b"), &token, &kept), None);
+        let other_tenant = Owner {
+            tenant: "u".into(),
+            principal: "a".into(),
+        };
+        assert_eq!(verify_kept(&ring, &other_tenant, &token, &kept), None);
+        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        assert_eq!(kept.len(), 1);
+    }
+
+    #[test]
+    fn a_forgery_sharing_the_lookup_key_is_checked_in_full() {
+        let ring = Keyring::new(ONE);
+        let kept = VerifiedSessions::default();
+        let token = issued(&ring, "a", 1);
+        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        let forged = tampered(&token);
+        assert_eq!(crate::kept::key_of(&forged), crate::kept::key_of(&token));
+        assert_eq!(verify_kept(&ring, &owner("a"), &forged, &kept), None);
+        // Widened capabilities under the kept tag are refused too.
+        let widened = token.replacen(".8.", ".15.", 1);
+        assert_ne!(widened, token);
+        assert_eq!(verify_kept(&ring, &owner("a"), &widened, &kept), None);
+        assert_eq!(kept.len(), 1, "refused tokens are never kept");
+    }
+
+    #[test]
+    fn kept_sessions_follow_the_keyring() {
+        let first = Keyring::new(ONE);
+        let kept = VerifiedSessions::default();
+        let token = issued(&first, "a", 1);
+        assert!(verify_kept(&first, &owner("a"), &token, &kept).is_some());
+        // Rotated, the old key still verifying: still a session.
+        let rotated = Keyring::new(TWO).with_previous(ONE);
+        assert!(verify_kept(&rotated, &owner("a"), &token, &kept).is_some());
+        // The old key retired: the kept entry no longer answers.
+        let retired = Keyring::new(TWO);
+        assert_eq!(verify_kept(&retired, &owner("a"), &token, &kept), None);
+    }
+
+    proptest::proptest! {
+        /// Through the cache, every request gets exactly what the keys
+        /// give: sessions of several owners, forged and widened ones, under
+        /// keyrings rotating back and forth, in any order.
+        #[test]
+        fn kept_sessions_answer_as_the_keys_do(
+            steps in proptest::collection::vec((0usize..7, 0usize..3, 0usize..3), 1..40),
+        ) {
+            let rings = [
+                Keyring::new(ONE),
+                Keyring::new(TWO).with_previous(ONE),
+                Keyring::new(TWO),
+            ];
+            let a = issued(&rings[0], "a", 1);
+            let pool = [
+                a.clone(),
+                issued(&rings[0], "b", 2),
+                issued(&rings[2], "a", 3),
+                tampered(&a),
+                a.replacen(".8.", ".9.", 1),
+                format!("{a}x"),
+                "mts1.0.0.x.y".to_owned(),
+            ];
+            let who = [owner("a"), owner("b"), owner("c")];
+            let kept = VerifiedSessions::default();
+            for (t, o, r) in steps {
+                proptest::prop_assert_eq!(
+                    verify_kept(&rings[r], &who[o], &pool[t], &kept),
+                    full(&rings[r], &who[o], &pool[t])
+                );
+            }
+        }
     }
 }

@@ -17,21 +17,21 @@ use super::settings::{RequestLog, known_http_method};
 use super::sse;
 use super::store::DoStore;
 use super::wire::{Op, Reply, SweepReport};
-use crate::auth::VerifiedTokens;
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
 use crate::ids::SystemRandom;
-use crate::server::Server;
+use crate::server::{Server, Verifications};
 use crate::tools::ToolFactory;
 
 thread_local! {
-    /// The bearer tokens this isolate accepted: a server lives for one
-    /// request here, the tokens for as long as the isolate.
-    static VERIFIED_TOKENS: Rc<VerifiedTokens> = Rc::default();
+    /// The tokens this isolate accepted (bearer tokens, sessions): a server
+    /// lives for one request here, what it verified for as long as the
+    /// isolate.
+    static VERIFICATIONS: Rc<Verifications> = Rc::default();
 }
 
-pub(super) fn verified_tokens() -> Rc<VerifiedTokens> {
-    VERIFIED_TOKENS.with(Rc::clone)
+pub(super) fn verifications() -> Rc<Verifications> {
+    VERIFICATIONS.with(Rc::clone)
 }
 
 /// The Worker's `fetch` handler, serving the tools `tools` builds (boxed:
@@ -110,7 +110,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         // A replayable step may run inline in a create or an update.
         Ok(s) => with_step_env(
             s.with_verifier(Box::new(super::webcrypto::WebCrypto))
-                .with_verified_tokens(verified_tokens()),
+                .with_verifications(verifications()),
             &env,
         ),
         Err(e) => return early_error(e.http_status(), &e),

@@ -104,12 +104,24 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
             let bytes = 0usize;
             json(200, &json!({"bytes": bytes}))
         }
+        // How many bearer tokens and sessions the isolate keeps verified.
+        "kept" => {
+            let kept = super::entry::verifications();
+            #[cfg(feature = "legacy")]
+            let sessions = kept.sessions.len();
+            #[cfg(not(feature = "legacy"))]
+            let sessions = 0;
+            json(
+                200,
+                &json!({"tokens": kept.tokens.len(), "sessions": sessions}),
+            )
+        }
         // Through the isolate's cache of verified tokens, which the
         // Worker's requests share: a second run finds the first's tokens.
         "jwt" => match crate::auth::vectors::run_with(
             &body,
             &super::webcrypto::WebCrypto,
-            &super::entry::verified_tokens(),
+            &super::entry::verifications().tokens,
         )
         .await
         {
