@@ -8,7 +8,7 @@ use mcp_tasks_edge::block_on;
 use mcp_tasks_edge::store::Store;
 use serde_json::{Value, json};
 
-use crate::runtime::Clock;
+use crate::runtime::{Clock, Collected};
 use crate::support::{T0, TempDir, caps, env, meta, post_raw, runtime, settings, standard_headers};
 
 const SECRET: &str = "wasi-tenancy-hs256-secret-32-bytes!!";
@@ -234,5 +234,55 @@ async fn a_token_the_component_kept_is_refused_from_its_expiry_on() {
     let renewed = token("alice", "acme", exp + 7_200_000);
     let (status, _) = call(&rt, Some(&renewed), "tools/list", json!({})).await;
     assert_eq!(status, 200, "a new token for the same person");
+    assert_eq!(rt.traps(), 0);
+}
+
+/// A 2025-11-25 request from `token`'s holder, with `session` if given.
+async fn legacy_call(
+    rt: &std::sync::Arc<crate::runtime::Runtime>,
+    token: &str,
+    session: Option<&str>,
+    msg: &Value,
+) -> Collected {
+    let mut h = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("authorization".to_owned(), format!("Bearer {token}")),
+    ];
+    if let Some(s) = session {
+        h.push(("mcp-protocol-version".to_owned(), "2025-11-25".to_owned()));
+        h.push(("mcp-session-id".to_owned(), s.to_owned()));
+    }
+    post_raw(rt, &h, serde_json::to_vec(msg).unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_component_kept_answers_only_its_owner() {
+    let dir = TempDir::new("session-kept");
+    let (_clock, rt) = jwt_runtime(&dir, &[]);
+    let exp = T0 + 3_600_000;
+    let (alice, bob) = (token("alice", "acme", exp), token("bob", "acme", exp));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "session-kept", "version": "1"}}});
+    let r = legacy_call(&rt, &alice, None, &init).await;
+    assert_eq!(r.status, 200);
+    let session = r.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    // Verified, then answered from what the component kept.
+    for _ in 0..3 {
+        let r = legacy_call(&rt, &alice, Some(&session), &list).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // The same session presented by someone else is unknown.
+    let r = legacy_call(&rt, &bob, Some(&session), &list).await;
+    assert_eq!(r.status, 404, "another principal's session");
+    // As is the session with its tag altered.
+    let mut forged = session.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    let r = legacy_call(&rt, &alice, Some(&forged), &list).await;
+    assert_eq!(r.status, 404, "an altered tag");
+    let r = legacy_call(&rt, &alice, Some(&session), &list).await;
+    assert_eq!(r.status, 200, "the owner's session still");
     assert_eq!(rt.traps(), 0);
 }

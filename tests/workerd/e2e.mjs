@@ -1119,6 +1119,33 @@ async function jwtAuth() {
     const after = await list();
     check(after.status === 401, `after the expiry: ${after.status} ${JSON.stringify(after.body)}`);
   });
+  await test('MCP_AUTH=jwt on workerd: a 2025-11-25 session the isolate kept answers only its owner', async () => {
+    const [alice, bob] = [await mint('alice', 'acme'), await mint('bob', 'acme')];
+    const send = (token, msg, session) => {
+      const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${token}` };
+      if (session) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
+      return fetch(server.url, { method: 'POST', headers, body: JSON.stringify(msg) });
+    };
+    const init = await send(alice, { jsonrpc: '2.0', id: 0, method: 'initialize', params: {
+      protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e-session-kept', version: '1' } } });
+    const session = init.headers.get('mcp-session-id');
+    check(init.status === 200 && session, `initialize ${init.status}`);
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
+    const before = (await hook('kept', {})).sessions;
+    const mine = [];
+    for (let i = 0; i < 3; i++) mine.push((await send(alice, list, session)).status);
+    check(mine.every((s) => s === 200), `the owner's requests: ${mine}`);
+    const after = (await hook('kept', {})).sessions;
+    check(after >= 1 && after >= before, `the isolate keeps the verified session: ${before} then ${after}`);
+    const theirs = await send(bob, list, session);
+    check(theirs.status === 404, `another principal with the session: ${theirs.status}`);
+    const last = session.at(-1);
+    const forged = session.slice(0, -1) + (last === 'A' ? 'B' : 'A');
+    const altered = await send(alice, list, forged);
+    check(altered.status === 404, `an altered tag: ${altered.status}`);
+    check((await send(alice, list, session)).status === 200, 'the owner keeps the session');
+  });
 }
 
 // ---------------------------------------------------------------- main
