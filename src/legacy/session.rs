@@ -256,6 +256,16 @@ mod tests {
         t
     }
 
+    /// A keyring of [`ONE`], a cache, and a session of "a" already
+    /// verified through it.
+    fn a_session_kept() -> (Keyring, VerifiedSessions, String) {
+        let ring = Keyring::new(ONE);
+        let kept = VerifiedSessions::default();
+        let token = issued(&ring, "a", 1);
+        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        (ring, kept, token)
+    }
+
     #[test]
     fn a_verified_session_is_kept_and_answered_from_there() {
         let ring = Keyring::new(ONE);
@@ -287,10 +297,7 @@ mod tests {
 
     #[test]
     fn a_kept_session_answers_only_its_owner() {
-        let ring = Keyring::new(ONE);
-        let kept = VerifiedSessions::default();
-        let token = issued(&ring, "a", 1);
-        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        let (ring, kept, token) = a_session_kept();
         assert_eq!(verify_kept(&ring, &owner("b"), &token, &kept), None);
         let other_tenant = Owner {
             tenant: "u".into(),
@@ -303,10 +310,7 @@ mod tests {
 
     #[test]
     fn a_forgery_sharing_the_lookup_key_is_checked_in_full() {
-        let ring = Keyring::new(ONE);
-        let kept = VerifiedSessions::default();
-        let token = issued(&ring, "a", 1);
-        assert!(verify_kept(&ring, &owner("a"), &token, &kept).is_some());
+        let (ring, kept, token) = a_session_kept();
         let forged = tampered(&token);
         assert_eq!(crate::kept::key_of(&forged), crate::kept::key_of(&token));
         assert_eq!(verify_kept(&ring, &owner("a"), &forged, &kept), None);
@@ -319,10 +323,7 @@ mod tests {
 
     #[test]
     fn kept_sessions_follow_the_keyring() {
-        let first = Keyring::new(ONE);
-        let kept = VerifiedSessions::default();
-        let token = issued(&first, "a", 1);
-        assert!(verify_kept(&first, &owner("a"), &token, &kept).is_some());
+        let (_, kept, token) = a_session_kept();
         // Rotated, the old key still verifying: still a session.
         let rotated = Keyring::new(TWO).with_previous(ONE);
         assert!(verify_kept(&rotated, &owner("a"), &token, &kept).is_some());
