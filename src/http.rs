@@ -523,7 +523,7 @@ async fn serve_checked<S: Store>(
 /// sure never to run it twice; `false` only says it may stream (a
 /// `subscriptions/listen`, or a legacy call held open).
 pub fn answers_at_once(req: &HttpRequest<'_>) -> bool {
-    answers_at_once_routed(req, Route::of(req))
+    route_and_at_once(req).1
 }
 
 /// [`answers_at_once`] for a request whose [`Route`] is known: a host that
@@ -536,6 +536,17 @@ pub(crate) fn answers_at_once_routed(req: &HttpRequest<'_>, route: Route) -> boo
     }
     // A body that says otherwise fails the header check, at once.
     req.header("mcp-method").map(trim_ows) != Some(crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
+}
+
+/// The request's [`Route`], and [`answers_at_once_routed`] for it, from one
+/// reading of a 2025-11-25 request's body instead of two (the component's
+/// `exchange` asks both of every request).
+pub(crate) fn route_and_at_once(req: &HttpRequest<'_>) -> (Route, bool) {
+    #[cfg(feature = "legacy")]
+    if let Some(at_once) = crate::legacy::judge(req) {
+        return (Route::Legacy, at_once);
+    }
+    (Route::Core, answers_at_once_routed(req, Route::Core))
 }
 
 /// Which side of the server answers a request: the 2026-07-28 core, or the
@@ -818,6 +829,59 @@ impl ListenStream {
 mod tests {
     use super::*;
     use crate::server::{HeaderValue, mirrored};
+
+    /// One reading of the body judges a request as the route and then the
+    /// question whether it answers at once did, each reading it alone.
+    #[test]
+    fn a_request_judged_once_is_judged_as_twice() {
+        let bodies: &[&str] = &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks\/result"}"#,
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+            r#"{"jsonrpc":"2.0","id":"r1","result":{"action":"accept"}}"#,
+            r#"{"jsonrpc":"2.0","id":"r1","error":{"code":-1,"message":"no"}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tasks/get"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tasks/get"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1,2]}"#,
+            "not json",
+            "",
+        ];
+        let headers: &[&[(&str, &str)]] = &[
+            &[],
+            &[("mcp-protocol-version", "2025-11-25")],
+            &[("mcp-protocol-version", "2025-03-26")],
+            &[("mcp-protocol-version", "2026-07-28")],
+            &[("mcp-session-id", "mts1.0.0.x.y")],
+            &[("mcp-method", "subscriptions/listen")],
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "subscriptions/listen"),
+            ],
+        ];
+        for body in bodies {
+            for h in headers {
+                let h: Vec<(&str, &str)> = h.to_vec();
+                let req = HttpRequest {
+                    method: "POST",
+                    path: "/mcp",
+                    headers: &h,
+                    body: body.as_bytes(),
+                };
+                let route = Route::of(&req);
+                assert_eq!(
+                    route_and_at_once(&req),
+                    (route, answers_at_once_routed(&req, route)),
+                    "{body} with {h:?}"
+                );
+            }
+        }
+    }
 
     /// What [`header_block`] must agree with: lines, then the first colon.
     fn header_block_by_splits(block: &str) -> Vec<(&str, &str)> {

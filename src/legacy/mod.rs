@@ -122,9 +122,15 @@ fn token_fields<'t>(token: &'t str, prefix: &str) -> Option<[&'t str; 4]> {
 /// Whether this request is for the 2025-11-25 adapter (see the module
 /// documentation for the rule).
 pub fn claims(req: &HttpRequest<'_>) -> bool {
+    judge(req).is_some()
+}
+
+/// [`claims`], and for a request it claims whether that request is
+/// answered at once ([`answers_at_once`]), from one reading of the body.
+pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
     let header = req.header("mcp-protocol-version").map(str::trim);
     if header.is_some_and(|v| !VERSIONS.contains(&v)) {
-        return false;
+        return None;
     }
     #[derive(Deserialize)]
     struct Peek<'a> {
@@ -148,23 +154,30 @@ pub fn claims(req: &HttpRequest<'_>) -> bool {
         version: Option<IgnoredAny>,
     }
     let Ok(peek) = crate::json::from_slice::<Peek<'_>>(req.body) else {
-        // Not a message at all: a legacy client's (by its headers) is
-        // answered in its own terms.
-        return header.is_some() || req.header(SESSION_HEADER).is_some();
+        // Not a message at all (or a batch, or a method name with
+        // escapes): a legacy client's (by its headers) is answered in its
+        // own terms.
+        return (header.is_some() || req.header(SESSION_HEADER).is_some())
+            .then(|| answers_at_once(req.body));
     };
     let modern_meta = peek
         .params
         .and_then(|p| p.meta)
         .is_some_and(|m| m.version.is_some());
     if modern_meta {
-        return false;
+        return None;
     }
-    header.is_some()
+    let claimed = header.is_some()
         || req.header(SESSION_HEADER).is_some()
         || match peek.method {
             Some(m) => m == INITIALIZE,
             None => peek.result.is_some() || peek.error.is_some(),
-        }
+        };
+    // The body read as the object `answers_at_once` reads: the same method.
+    claimed.then_some(!matches!(
+        peek.method,
+        Some(methods::TOOLS_CALL | TASKS_RESULT)
+    ))
 }
 
 /// One request as the adapter sees it.

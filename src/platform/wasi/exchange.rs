@@ -27,8 +27,8 @@ fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
         body: &request.body,
     };
     // Judged once: which side answers, and whether at once.
-    let route = http::Route::of(&req);
-    if !http::answers_at_once_routed(&req, route) {
+    let (route, at_once) = http::route_and_at_once(&req);
+    if !at_once {
         return None;
     }
     let response = with_server(tools, |server| match server {
