@@ -830,59 +830,6 @@ mod tests {
     use super::*;
     use crate::server::{HeaderValue, mirrored};
 
-    /// One reading of the body judges a request as the route and then the
-    /// question whether it answers at once did, each reading it alone.
-    #[test]
-    fn a_request_judged_once_is_judged_as_twice() {
-        let bodies: &[&str] = &[
-            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/result","params":{"taskId":"t"}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tasks\/result"}"#,
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
-            r#"{"jsonrpc":"2.0","id":"r1","result":{"action":"accept"}}"#,
-            r#"{"jsonrpc":"2.0","id":"r1","error":{"code":-1,"message":"no"}}"#,
-            r#"[{"jsonrpc":"2.0","id":1,"method":"tasks/get"},{"jsonrpc":"2.0","id":2,"method":"tools/call"}]"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tasks/get"}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1,2]}"#,
-            "not json",
-            "",
-        ];
-        let headers: &[&[(&str, &str)]] = &[
-            &[],
-            &[("mcp-protocol-version", "2025-11-25")],
-            &[("mcp-protocol-version", "2025-03-26")],
-            &[("mcp-protocol-version", "2026-07-28")],
-            &[("mcp-session-id", "mts1.0.0.x.y")],
-            &[("mcp-method", "subscriptions/listen")],
-            &[
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "subscriptions/listen"),
-            ],
-        ];
-        for body in bodies {
-            for h in headers {
-                let h: Vec<(&str, &str)> = h.to_vec();
-                let req = HttpRequest {
-                    method: "POST",
-                    path: "/mcp",
-                    headers: &h,
-                    body: body.as_bytes(),
-                };
-                let route = Route::of(&req);
-                assert_eq!(
-                    route_and_at_once(&req),
-                    (route, answers_at_once_routed(&req, route)),
-                    "{body} with {h:?}"
-                );
-            }
-        }
-    }
-
     /// What [`header_block`] must agree with: lines, then the first colon.
     fn header_block_by_splits(block: &str) -> Vec<(&str, &str)> {
         block
