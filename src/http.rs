@@ -186,7 +186,7 @@ pub async fn handle<S: Store>(
 }
 
 /// [`handle`], with the request's [`Route`] when the caller has judged it
-/// already (see [`answers_at_once_routed`]).
+/// already (see [`route_and_at_once`]).
 pub(crate) async fn handle_routed<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
@@ -526,27 +526,23 @@ pub fn answers_at_once(req: &HttpRequest<'_>) -> bool {
     route_and_at_once(req).1
 }
 
-/// [`answers_at_once`] for a request whose [`Route`] is known: a host that
-/// asks this first passes the same route on to [`handle_routed`], so the
-/// request is judged once.
-pub(crate) fn answers_at_once_routed(req: &HttpRequest<'_>, route: Route) -> bool {
-    if route == Route::Legacy {
-        #[cfg(feature = "legacy")]
-        return crate::legacy::answers_at_once(req.body);
-    }
+/// [`answers_at_once`] for a request the core answers: all but a
+/// `subscriptions/listen`, by its `Mcp-Method` header.
+pub(crate) fn core_answers_at_once(req: &HttpRequest<'_>) -> bool {
     // A body that says otherwise fails the header check, at once.
     req.header("mcp-method").map(trim_ows) != Some(crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
 }
 
-/// The request's [`Route`], and [`answers_at_once_routed`] for it, from one
+/// The request's [`Route`], and [`answers_at_once`] for it, from one
 /// reading of a 2025-11-25 request's body instead of two (the component's
-/// `exchange` asks both of every request).
+/// `exchange` asks both of every request, then passes the route on to
+/// [`handle_routed`]).
 pub(crate) fn route_and_at_once(req: &HttpRequest<'_>) -> (Route, bool) {
     #[cfg(feature = "legacy")]
     if let Some(at_once) = crate::legacy::judge(req) {
         return (Route::Legacy, at_once);
     }
-    (Route::Core, answers_at_once_routed(req, Route::Core))
+    (Route::Core, core_answers_at_once(req))
 }
 
 /// Which side of the server answers a request: the 2026-07-28 core, or the
