@@ -146,6 +146,12 @@ pub(crate) fn first_of(body: &[u8], i: usize, a: u8, b: u8) -> Option<usize> {
     )
 }
 
+/// The first `a` at or after `i` in `body`, looked for eight bytes at a
+/// time.
+pub(crate) fn first_byte(body: &[u8], i: usize, a: u8) -> Option<usize> {
+    first_flagged(body, i, |w| bytes_equal(w, a), |c| c == a)
+}
+
 /// The first byte at or after `i` that `byte` holds true of, looked for
 /// eight bytes at a time with `word`, which must flag (set the high bit of)
 /// the lowest byte of a little-endian word that `byte` holds true of, and
