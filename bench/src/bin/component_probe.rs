@@ -205,16 +205,19 @@ fn main() {
                 rt.exchange(&request).await.expect("warm");
             }
             let before = rt.limit_stats().store_ns.get();
+            let calls_before = rt.limit_stats().store_calls.get();
             let t = Instant::now();
             for _ in 0..n {
                 rt.exchange(&request).await.expect("call");
             }
             let total = t.elapsed().as_nanos() as f64;
             let store = (rt.limit_stats().store_ns.get() - before) as f64;
+            let calls = (rt.limit_stats().store_calls.get() - calls_before) as f64;
             println!(
-                "exchange   {name:32} {:7.1} µs/call ({:.1} µs in host store calls)",
+                "exchange   {name:32} {:7.1} µs/call ({:.1} µs in {:.1} host store calls)",
                 (total - store) / f64::from(n) / 1000.0,
-                store / f64::from(n) / 1000.0
+                store / f64::from(n) / 1000.0,
+                calls / f64::from(n)
             );
         }
     });
