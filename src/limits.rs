@@ -152,6 +152,52 @@ pub(crate) fn first_byte(body: &[u8], i: usize, a: u8) -> Option<usize> {
     first_flagged(body, i, |w| bytes_equal(w, a), |c| c == a)
 }
 
+/// Whether `name` is `lower` with its letters in either case, as
+/// `eq_ignore_ascii_case` says, compared eight bytes at a time. `lower`
+/// must be ASCII with its letters in lower case (a header name this crate
+/// knows).
+pub(crate) fn same_name(name: &[u8], lower: &[u8]) -> bool {
+    if name.len() != lower.len() {
+        return false;
+    }
+    let (mut x, mut y) = (name, lower);
+    while let (Some((wx, rx)), Some((wy, ry))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        let (n, l) = (u64::from_le_bytes(*wx), u64::from_le_bytes(*wy));
+        // 0x20 in each byte where `lower` holds a letter: `n | mask` folds
+        // an upper-case letter there onto its lower case, and nothing else
+        // onto a letter (the bit is already set in every lower-case one).
+        let at_least_a = l.wrapping_add(ONES * u64::from(0x80 - b'a')) & HIGH;
+        let past_z = l.wrapping_add(ONES * u64::from(0x80 - b'z' - 1)) & HIGH;
+        if n | ((at_least_a & !past_z) >> 2) != l {
+            return false;
+        }
+        (x, y) = (rx, ry);
+    }
+    x.eq_ignore_ascii_case(y)
+}
+
+/// Whether every byte of `value` may stand in a header value this crate
+/// reads: a tab, or `0x20..0x7f` (space and visible ASCII); eight bytes at
+/// a time.
+pub(crate) fn is_field_text(value: &[u8]) -> bool {
+    let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
+    let mut x = value;
+    while let Some((w, rest)) = x.split_first_chunk::<8>() {
+        let v = u64::from_le_bytes(*w);
+        // Any byte with its high bit set, below 0x20 or 0x7f flags the
+        // word (each test is exact as to whether any byte is one); a tab
+        // among them is then looked at byte by byte.
+        let flagged = (v & HIGH) | bytes_below(v, 0x20) | bytes_equal(v, 0x7f);
+        if flagged != 0 && !w.iter().all(byte) {
+            return false;
+        }
+        x = rest;
+    }
+    x.iter().all(byte)
+}
+
 /// The first byte at or after `i` that `byte` holds true of, looked for
 /// eight bytes at a time with `word`, which must flag (set the high bit of)
 /// the lowest byte of a little-endian word that `byte` holds true of, and
@@ -215,6 +261,64 @@ pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_name_agrees_with_eq_ignore_ascii_case() {
+        let names: [&[u8]; 4] = [
+            b"mcp-method",
+            b"mcp-name",
+            b"mcp-protocol-version",
+            b"a-z0129@[`{",
+        ];
+        for lower in names {
+            assert!(same_name(lower, lower));
+            assert!(same_name(&lower.to_ascii_uppercase(), lower));
+            // Every byte in every position.
+            for k in 0..lower.len() {
+                for b in 0..=255u8 {
+                    let mut name = lower.to_vec();
+                    name[k] = b;
+                    assert_eq!(
+                        same_name(&name, lower),
+                        name.eq_ignore_ascii_case(lower),
+                        "{name:?} {lower:?}"
+                    );
+                }
+            }
+            assert!(!same_name(&lower[1..], lower));
+        }
+    }
+
+    #[test]
+    fn field_text_is_tabs_and_visible_ascii() {
+        let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
+        for n in 0..20 {
+            let ok: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(is_field_text(&ok));
+            for k in 0..n {
+                for b in 0..=255u8 {
+                    let mut v = ok.clone();
+                    v[k] = b;
+                    assert_eq!(is_field_text(&v), v.iter().all(byte), "{v:?}");
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn field_text_agrees_byte_by_byte(v in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
+            let byte = |b: &u8| *b == b'\t' || (0x20..0x7f).contains(b);
+            proptest::prop_assert_eq!(is_field_text(&v), v.iter().all(byte));
+        }
+
+        #[test]
+        fn same_name_agrees_for_any_bytes(v in proptest::collection::vec(proptest::num::u8::ANY, 0..24)) {
+            for lower in [&b"mcp-method"[..], b"mcp-name", b"mcp-protocol-version"] {
+                proptest::prop_assert_eq!(same_name(&v, lower), v.eq_ignore_ascii_case(lower));
+            }
+        }
+    }
 
     #[test]
     fn same_bytes_agrees_with_eq() {

@@ -194,14 +194,14 @@ impl<'a> HeaderValue<'a> {
     fn and(self, value: &'a str) -> HeaderValue<'a> {
         let value = crate::http::trim_ows(value);
         match self {
-            HeaderValue::Absent
-                if value
-                    .bytes()
-                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) =>
-            {
+            HeaderValue::Absent if crate::limits::is_field_text(value.as_bytes()) => {
                 HeaderValue::Present(value)
             }
-            HeaderValue::Present(first) if first == value => self,
+            HeaderValue::Present(first)
+                if crate::limits::same_bytes(first.as_bytes(), value.as_bytes()) =>
+            {
+                self
+            }
             _ => HeaderValue::Invalid,
         }
     }
@@ -225,7 +225,7 @@ impl<'a> Mirror<'a> {
                 20 => (&mut mirror.protocol_version, "mcp-protocol-version"),
                 _ => continue,
             };
-            if name.eq_ignore_ascii_case(wanted) {
+            if crate::limits::same_name(name.as_bytes(), wanted.as_bytes()) {
                 *slot = slot.and(value);
             }
         }
