@@ -362,7 +362,13 @@ fn loopback_only(config: &crate::config::Config, headers: &[(&str, &str)]) -> Op
 /// and tabs only (RFC 9110, section 5.5). Anything else at either end stays
 /// part of the value and is judged with it.
 pub(crate) fn trim_ows(value: &str) -> &str {
-    value.trim_matches([' ', '\t'])
+    // By bytes: `str::trim_matches` decodes each character from both ends.
+    let ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let bytes = value.as_bytes();
+    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !ows(b)).map_or(start, |i| i + 1);
+    // Both ends sit next to an ASCII byte or at an end: char boundaries.
+    value.get(start..end).unwrap_or_default()
 }
 
 /// Whether a `Host` header names a loopback host: `localhost` (or a name
@@ -461,7 +467,7 @@ async fn serve_checked<S: Store>(
         return too_large();
     }
     if let Some(ct) = req.header("content-type") {
-        let media = trim_ows(ct.split(';').next().unwrap_or(""));
+        let media = trim_ows(ct.split_once(';').map_or(ct, |(media, _)| media));
         if !media.eq_ignore_ascii_case("application/json") {
             return HttpResponse::rejected(
                 415,
@@ -922,6 +928,38 @@ mod tests {
         assert!(!origin_allowed("https://app.example.evil", &allowed));
         assert!(!origin_allowed("http://evil.example.com", &allowed));
         assert!(!origin_allowed("null", &allowed));
+    }
+
+    #[test]
+    fn optional_white_space_is_trimmed_as_trim_matches_trims_it() {
+        let values = [
+            "",
+            " ",
+            "\t",
+            " \t ",
+            "a",
+            " a",
+            "a ",
+            "\ta\t",
+            " a b ",
+            "\u{a0}a\u{a0}",
+            " é ",
+            "\té",
+            "é\t",
+            "\u{b}a",
+            "a\r",
+            " \t€ \t",
+        ];
+        for v in values {
+            assert_eq!(trim_ows(v), v.trim_matches([' ', '\t']), "{v:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trim_ows_agrees_with_trim_matches(v in r"[ \t]{0,3}(\PC|[ \t]){0,12}[ \t]{0,3}") {
+            proptest::prop_assert_eq!(trim_ows(&v), v.trim_matches([' ', '\t']));
+        }
     }
 
     #[test]
