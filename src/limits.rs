@@ -157,25 +157,45 @@ pub(crate) fn first_byte(body: &[u8], i: usize, a: u8) -> Option<usize> {
 /// must be ASCII with its letters in lower case (a header name this crate
 /// knows).
 pub(crate) fn same_name(name: &[u8], lower: &[u8]) -> bool {
-    if name.len() != lower.len() {
+    words_agree(
+        name,
+        lower,
+        |n, l| {
+            // 0x20 in each byte where `lower` holds a letter: `n | mask`
+            // folds an upper-case letter there onto its lower case, and
+            // nothing else onto a letter (the bit is already set in every
+            // lower-case one).
+            let at_least_a = l.wrapping_add(ONES * u64::from(0x80 - b'a')) & HIGH;
+            let past_z = l.wrapping_add(ONES * u64::from(0x80 - b'z' - 1)) & HIGH;
+            n | ((at_least_a & !past_z) >> 2) == l
+        },
+        <[u8]>::eq_ignore_ascii_case,
+    )
+}
+
+/// Whether `a` and `b` have one length and every eight bytes of theirs
+/// (as words, in the same byte order) satisfy `word`, and the last fewer
+/// than eight `tail`.
+#[inline(always)]
+fn words_agree(
+    a: &[u8],
+    b: &[u8],
+    word: impl Fn(u64, u64) -> bool,
+    tail: impl Fn(&[u8], &[u8]) -> bool,
+) -> bool {
+    if a.len() != b.len() {
         return false;
     }
-    let (mut x, mut y) = (name, lower);
+    let (mut x, mut y) = (a, b);
     while let (Some((wx, rx)), Some((wy, ry))) =
         (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
     {
-        let (n, l) = (u64::from_le_bytes(*wx), u64::from_le_bytes(*wy));
-        // 0x20 in each byte where `lower` holds a letter: `n | mask` folds
-        // an upper-case letter there onto its lower case, and nothing else
-        // onto a letter (the bit is already set in every lower-case one).
-        let at_least_a = l.wrapping_add(ONES * u64::from(0x80 - b'a')) & HIGH;
-        let past_z = l.wrapping_add(ONES * u64::from(0x80 - b'z' - 1)) & HIGH;
-        if n | ((at_least_a & !past_z) >> 2) != l {
+        if !word(u64::from_ne_bytes(*wx), u64::from_ne_bytes(*wy)) {
             return false;
         }
         (x, y) = (rx, ry);
     }
-    x.eq_ignore_ascii_case(y)
+    tail(x, y)
 }
 
 /// Whether every byte of `value` may stand in a header value this crate
@@ -225,19 +245,12 @@ pub(crate) fn first_flagged(
 /// names this way instead.
 #[inline]
 pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (mut x, mut y) = (a, b);
-    while let (Some((wx, rx)), Some((wy, ry))) =
-        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
-    {
-        if u64::from_ne_bytes(*wx) != u64::from_ne_bytes(*wy) {
-            return false;
-        }
-        (x, y) = (rx, ry);
-    }
-    x.iter().zip(y).all(|(p, q)| p == q)
+    words_agree(
+        a,
+        b,
+        |x, y| x == y,
+        |x, y| x.iter().zip(y).all(|(p, q)| p == q),
+    )
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
