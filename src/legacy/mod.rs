@@ -174,10 +174,7 @@ pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
             None => peek.result.is_some() || peek.error.is_some(),
         };
     // The body read as the object `answers_at_once` reads: the same method.
-    claimed.then_some(!matches!(
-        peek.method,
-        Some(methods::TOOLS_CALL | TASKS_RESULT)
-    ))
+    claimed.then_some(method_answers_at_once(peek.method))
 }
 
 /// One request as the adapter sees it.
@@ -300,13 +297,16 @@ pub(crate) fn answers_at_once(body: &[u8]) -> bool {
         return false;
     }
     match crate::json::from_slice::<Peek<'_>>(body) {
-        Ok(p) => !matches!(
-            p.method.as_deref(),
-            Some(methods::TOOLS_CALL | TASKS_RESULT)
-        ),
+        Ok(p) => method_answers_at_once(p.method.as_deref()),
         // Not a message: an error, at once.
         Err(_) => true,
     }
+}
+
+/// Whether a message with `method` is answered at once: all but the two
+/// that [`dispatch`] may answer with a [`Stream`].
+fn method_answers_at_once(method: Option<&str>) -> bool {
+    !matches!(method, Some(methods::TOOLS_CALL | TASKS_RESULT))
 }
 
 /// Whether `body` is a JSON array (by its first byte; the reading decides
