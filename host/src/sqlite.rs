@@ -24,7 +24,10 @@
 //! commit does not wait behind one unless the log has reached its cap; with
 //! a million stored tasks and random keys a checkpoint wrote back a page
 //! per create, and running it on the writer put it in the tail latency of
-//! every write queued behind it.
+//! every write queued behind it. Past a cap the writer checkpoints itself
+//! and waits (for a bounded time) for readers to let the log go, so a read
+//! mark held a moment too long, here or in another process, cannot let the
+//! log grow by every commit made meanwhile.
 //!
 //! **A held read mark.** Every read is its own transaction, and SQLite takes
 //! and drops a shared lock on the log's read mark for each (two `fcntl`
@@ -90,6 +93,8 @@ pub struct SqliteStore {
     writer: Mutex<Option<mpsc::Sender<Write>>>,
     /// Checkpoints the checkpoint thread has run.
     checkpoints: Arc<AtomicU64>,
+    /// Waits at the cap that a reader outlasted.
+    outlasted: Arc<AtomicU64>,
     /// The held read mark.
     mark: ReadMark,
 }
@@ -107,6 +112,12 @@ const CHECKPOINT_STEP: i32 = CHECKPOINT_AT / 4;
 /// Frames past which the writer checkpoints itself: it copies what the
 /// thread has not copied yet, and the log starts over at the next commit.
 const CHECKPOINT_CAP: i32 = 4 * CHECKPOINT_AT;
+
+/// How long the writer waits at [`CHECKPOINT_CAP`] for readers to let the
+/// log go (a read mark of this store's or of another process's that was
+/// late to step aside). A reader that holds it longer costs the writer this
+/// wait once per [`CHECKPOINT_CAP`] frames the log grows by meanwhile.
+const CAP_WAIT: Duration = Duration::from_secs(1);
 
 /// How often the read-mark thread looks again while reads go on: it
 /// follows the log's newest mark (commits since it took its own make
@@ -559,6 +570,7 @@ impl SqliteStore {
             sync,
             writer: Mutex::new(None),
             checkpoints: Default::default(),
+            outlasted: Default::default(),
             mark: ReadMark::default(),
         };
         // Several processes (or threads) opening a new store at once can
@@ -604,17 +616,23 @@ impl SqliteStore {
     /// blocks the writer), while the writer goes on committing. Past
     /// [`CHECKPOINT_CAP`] frames (the thread fell behind, or commits never
     /// left it a moment to finish, so the log could not start over) the
-    /// writer checkpoints itself, as SQLite's automatic checkpoint would,
-    /// so the log cannot grow without bound: it first waits for a run of
-    /// the thread's to end (a second checkpoint while one runs would fail
-    /// at once with `SQLITE_BUSY` and copy nothing), and what the thread
-    /// already copied it does not copy again.
+    /// writer checkpoints itself, so the log cannot grow without bound: it
+    /// first waits for a run of the thread's to end (a second checkpoint
+    /// while one runs would fail at once with `SQLITE_BUSY` and copy
+    /// nothing), copies what the thread has not, and then waits up to
+    /// [`CAP_WAIT`] for every reader to let the log go (SQLite's restart
+    /// checkpoint), so the next commit starts it over. A read mark held
+    /// anywhere, even for a moment past the cap, would otherwise let the log
+    /// grow by every commit made while it is held. A reader that outlasts
+    /// the wait is waited for again only once the log has grown by another
+    /// [`CHECKPOINT_CAP`] frames.
     fn checkpoint_elsewhere(&self, writer: &mut Connection) -> anyhow::Result<()> {
         let checkpointer = self.connect()?;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
         // Held by whichever of the two is checkpointing.
         let running = Arc::new(Mutex::new(()));
         let (theirs, runs) = (running.clone(), self.checkpoints.clone());
+        let outlasted = self.outlasted.clone();
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
             .spawn(move || {
@@ -625,20 +643,51 @@ impl SqliteStore {
                     runs.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
-        // The log's length at which the next commit wakes the thread, and
-        // its length after the last commit.
-        let (mut next, mut last) = (CHECKPOINT_AT, 0);
+        // The writer's lock waits last up to `BUSY_TIMEOUT`, its wait for
+        // readers at the cap up to `CAP_WAIT`. SQLite counts a call's
+        // retries from 0, so the first one marks the wait's start.
+        let at_cap = Arc::new(AtomicBool::new(false));
+        let waiting = at_cap.clone();
+        let mut since = std::time::Instant::now();
+        writer.busy_handler(Some(move |tries: i32| {
+            let now = std::time::Instant::now();
+            if tries == 0 {
+                since = now;
+            }
+            let limit = match waiting.load(Ordering::Relaxed) {
+                true => CAP_WAIT,
+                false => BUSY_TIMEOUT,
+            };
+            let left = limit.saturating_sub(now.duration_since(since));
+            let pause = Duration::from_millis(1 << tries.clamp(0, 4));
+            std::thread::sleep(pause.min(left));
+            !left.is_zero()
+        }))?;
+        // The log's length at which the next commit wakes the thread, its
+        // length after the last commit, and the length at which the writer
+        // next waits for readers.
+        let (mut next, mut last, mut wait_at) = (CHECKPOINT_AT, 0, CHECKPOINT_CAP);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, frames| {
             if frames < last || frames < CHECKPOINT_AT {
                 // The log started over.
-                next = CHECKPOINT_AT;
+                (next, wait_at) = (CHECKPOINT_AT, CHECKPOINT_CAP);
             }
             last = frames;
             if frames >= CHECKPOINT_CAP {
                 let _running = running.lock().unwrap_or_else(|e| e.into_inner());
                 // An error here would make the commit that is already
                 // durable report failure: leave it to the next commit.
-                let _ = wal.checkpoint();
+                if frames >= wait_at {
+                    at_cap.store(true, Ordering::Relaxed);
+                    let restarted = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART);
+                    at_cap.store(false, Ordering::Relaxed);
+                    if restarted.is_err() {
+                        outlasted.fetch_add(1, Ordering::Relaxed);
+                        wait_at = frames.saturating_add(CHECKPOINT_CAP);
+                    }
+                } else {
+                    let _ = wal.checkpoint();
+                }
             } else if frames >= next {
                 let _ = wake.try_send(());
                 next = frames + CHECKPOINT_STEP;
@@ -1085,6 +1134,76 @@ mod tests {
         assert!(held, "the reading store never held a mark");
         assert_log_bounded(&base);
         drop((writer, reader));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A reader of another process that holds its snapshot past the cap
+    /// (here for 300 ms after the log reached it) holds the writer at the
+    /// cap, not the log: the writer waits for it to let go, so the log
+    /// starts over instead of growing by every write made meanwhile.
+    #[test]
+    fn the_writer_waits_at_the_cap_for_a_reader_that_holds_the_log() {
+        let base = fresh_dir("wal-held");
+        let writer =
+            std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
+        writer.put("seen", None, "v", None).unwrap();
+        let wal = base.join(format!("{}-wal", super::FILE_NAME));
+        let cap = 32 + (super::PAGE_SIZE as u64 + 24) * super::CHECKPOINT_CAP as u64;
+        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
+        c.execute_batch("BEGIN").unwrap();
+        let _: i64 = c
+            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while std::fs::metadata(&wal).map_or(0, |m| m.len()) < cap
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            c.execute_batch("COMMIT").unwrap();
+        });
+        write_without_pause(&writer);
+        reader.join().unwrap();
+        assert_log_bounded(&base);
+        assert_eq!(writer.stored().unwrap().1, 16_001);
+        drop(writer);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    /// A reader that never lets go costs the writer one wait at the cap,
+    /// and one more per cap's worth of frames the log grows by meanwhile:
+    /// every write still lands.
+    #[test]
+    fn a_reader_that_never_lets_go_is_waited_for_once_per_cap() {
+        let base = fresh_dir("wal-stuck");
+        let writer =
+            std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
+        writer.put("seen", None, "v", None).unwrap();
+        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
+        c.execute_batch("BEGIN").unwrap();
+        let _: i64 = c
+            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
+            .unwrap();
+        let cap = super::CHECKPOINT_CAP.unsigned_abs();
+        let body = "x".repeat(2000);
+        let mut puts = 0;
+        let waits = || writer.outlasted.load(super::Ordering::Relaxed);
+        // Past two caps, or stopped early by a wait too many.
+        while super::log_frames(&c).unwrap() <= 2 * cap && waits() <= 2 {
+            writer.put(&format!("k{puts}"), None, &body, None).unwrap();
+            puts += 1;
+        }
+        let frames = super::log_frames(&c).unwrap();
+        c.execute_batch("COMMIT").unwrap();
+        let waits = waits();
+        assert!(
+            (1..=u64::from(frames / cap)).contains(&waits),
+            "{waits} waits for a log of {frames} frames"
+        );
+        assert_eq!(writer.stored().unwrap().1, puts + 1);
+        drop(writer);
         std::fs::remove_dir_all(&base).unwrap();
     }
 
