@@ -47,9 +47,11 @@ macro_rules! cloudflare_worker {
                 req: ::worker::Request,
                 env: ::worker::Env,
                 ctx: ::worker::Context,
-            ) -> ::worker::Result<::worker::Response> {
-                $crate::platform::cloudflare::fetch(req, env, ctx, super::MCP_TASKS_EDGE_TOOLS)
-                    .await
+            ) -> ::std::result::Result<::worker::Response, ::std::convert::Infallible> {
+                Ok(
+                    $crate::platform::cloudflare::fetch(req, env, ctx, super::MCP_TASKS_EDGE_TOOLS)
+                        .await,
+                )
             }
 
             #[::worker::event(scheduled)]
@@ -78,11 +80,11 @@ macro_rules! cloudflare_worker {
                     &self,
                     req: ::worker::Request,
                 ) -> ::worker::Result<::worker::Response> {
-                    self.0.fetch(req).await
+                    Ok(self.0.fetch(req).await)
                 }
 
                 async fn alarm(&self) -> ::worker::Result<::worker::Response> {
-                    self.0.alarm().await
+                    Ok(self.0.alarm().await)
                 }
             }
         }

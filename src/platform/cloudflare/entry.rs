@@ -35,14 +35,18 @@ pub(super) fn verifications() -> Rc<Verifications> {
 }
 
 /// The Worker's `fetch` handler, serving the tools `tools` builds (boxed:
-/// see [`EntryFuture`]).
+/// see [`EntryFuture`]). It always answers: every failure is a response of
+/// its own (a JSON-RPC error, an HTTP status), so the handler that
+/// [`crate::cloudflare_worker!`] declares cannot fail either, and the error
+/// path `worker` generates for a handler's `Err` (which formats a
+/// `worker::Error`) is not compiled.
 pub fn fetch(
     req: Request,
     env: Env,
     ctx: Context,
     tools: ToolFactory,
-) -> EntryFuture<'static, worker::Result<Response>> {
-    Box::pin(async move { Ok(serve(req, env, ctx, tools).await) })
+) -> EntryFuture<'static, Response> {
+    Box::pin(serve(req, env, ctx, tools))
 }
 
 async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> Response {

@@ -20,8 +20,8 @@ use std::cell::Cell;
 use worker::js_sys;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    Env, Request, Response, ScheduledTime, SqlStorage, SqlStorageValue, State, Storage,
-    console_error, console_log,
+    Env, Headers, Request, Response, ResponseBuilder, ScheduledTime, SqlStorage, SqlStorageValue,
+    State, Storage, console_error, console_log,
 };
 
 use super::wire::{Op, Reply, SweepReport};
@@ -465,12 +465,13 @@ impl Shard {
     }
 
     /// One store operation from the Worker (the shard protocol of `wire`;
-    /// boxed: see [`EntryFuture`]).
-    pub fn fetch(&self, req: Request) -> EntryFuture<'_, worker::Result<Response>> {
+    /// boxed: see [`EntryFuture`]). Always a reply: a failure is
+    /// [`Reply::Unavailable`].
+    pub fn fetch(&self, req: Request) -> EntryFuture<'_, Response> {
         Box::pin(self.serve(req))
     }
 
-    async fn serve(&self, mut req: Request) -> worker::Result<Response> {
+    async fn serve(&self, mut req: Request) -> Response {
         let reply = match req.text().await {
             Ok(text) => match crate::json::from_str::<Op>(&text) {
                 Ok(op) => self.handle(op).await,
@@ -478,17 +479,23 @@ impl Shard {
             },
             Err(e) => Reply::Unavailable(format!("unreadable request: {e}")),
         };
-        Response::from_json(&reply)
+        // A reply is plain data: writing it cannot fail, and if it did the
+        // Worker would read the fallback as the shard being unavailable.
+        let body = serde_json::to_vec(&reply)
+            .unwrap_or_else(|_| br#"{"unavailable":"the reply could not be written"}"#.to_vec());
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "application/json");
+        ResponseBuilder::new().with_headers(headers).fixed(body)
     }
 
     /// Advances the shard's due work and sets the next alarm (boxed: see
     /// [`EntryFuture`]).
-    pub fn alarm(&self) -> EntryFuture<'_, worker::Result<Response>> {
+    pub fn alarm(&self) -> EntryFuture<'_, Response> {
         // Errors are handled inside (the alarm is always set again), so the
         // runtime's own retries are not needed.
         Box::pin(async move {
             self.sweep("alarm").await;
-            Response::ok("")
+            ResponseBuilder::new().empty()
         })
     }
 }
