@@ -55,11 +55,11 @@
 //! See [`stream`] for the bound on a held-open response.
 
 pub mod input;
+mod peek;
 pub mod session;
 pub mod stream;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -68,9 +68,10 @@ use crate::crypto::{b64url, b64url_decode};
 use crate::error::{ErrorCode, RpcError, truncate};
 use crate::http::{EventStream, HttpBody, HttpRequest, HttpResponse};
 use crate::prompts::PromptPlan;
-use crate::protocol::jsonrpc::{Id, error_bytes, parse_message, result_bytes};
+use crate::protocol::jsonrpc::{Id, error_bytes, message_of, parse_message, result_bytes};
 use crate::protocol::meta::ClientCapabilities;
 use crate::protocol::methods;
+use crate::protocol::scan::Members;
 use crate::server::{RequestContext, Server, StartTask, Trace};
 use crate::store::Store;
 use crate::tasks::{NewTaskId, TaskService, load_view, own_view, quota};
@@ -132,46 +133,21 @@ pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
     if header.is_some_and(|v| !VERSIONS.contains(&v)) {
         return None;
     }
-    #[derive(Deserialize)]
-    struct Peek<'a> {
-        #[serde(borrow, default)]
-        method: Option<&'a str>,
-        #[serde(default)]
-        params: Option<PeekParams>,
-        #[serde(default)]
-        result: Option<IgnoredAny>,
-        #[serde(default)]
-        error: Option<IgnoredAny>,
-    }
-    #[derive(Deserialize)]
-    struct PeekParams {
-        #[serde(rename = "_meta", default)]
-        meta: Option<PeekMeta>,
-    }
-    #[derive(Deserialize)]
-    struct PeekMeta {
-        #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
-        version: Option<IgnoredAny>,
-    }
-    let Ok(peek) = crate::json::from_slice::<Peek<'_>>(req.body) else {
+    let Some(peek) = peek::peek(req.body) else {
         // Not a message at all (or a batch, or a method name with
         // escapes): a legacy client's (by its headers) is answered in its
         // own terms.
         return (header.is_some() || req.header(SESSION_HEADER).is_some())
             .then(|| answers_at_once(req.body));
     };
-    let modern_meta = peek
-        .params
-        .and_then(|p| p.meta)
-        .is_some_and(|m| m.version.is_some());
-    if modern_meta {
+    if peek.modern_meta {
         return None;
     }
     let claimed = header.is_some()
         || req.header(SESSION_HEADER).is_some()
         || match peek.method {
             Some(m) => m == INITIALIZE,
-            None => peek.result.is_some() || peek.error.is_some(),
+            None => peek.response,
         };
     // The body read as the object `answers_at_once` reads: the same method.
     claimed.then_some(method_answers_at_once(peek.method))
@@ -203,11 +179,14 @@ enum Answer {
     Initialized(Vec<u8>, String),
 }
 
-/// Serves a request [`claims`] chose, for an authenticated caller.
-pub async fn serve<S: Store>(
+/// Serves a request [`claims`] chose, for an authenticated caller;
+/// `scanned` is its envelope if the caller's one pass read it (see
+/// [`crate::protocol::scan::members_within`]), so it is not read again.
+pub(crate) async fn serve<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
+    scanned: Option<Members<'_>>,
 ) -> HttpResponse {
     let keys = &server.config().state_keys;
     let session = match req.header(SESSION_HEADER) {
@@ -242,7 +221,11 @@ pub async fn serve<S: Store>(
         session,
         version,
     };
-    let msg = match parse_message(req.body) {
+    let parsed = match scanned {
+        Some(members) => message_of(members),
+        None => parse_message(req.body),
+    };
+    let msg = match parsed {
         Ok(m) => m,
         Err(_) if lc.version == BATCHES_IN && is_array(req.body) => {
             return batch(server, &lc, req.body).await;
