@@ -382,10 +382,8 @@ pub fn is_loopback_host(host: &str) -> bool {
             _ => false,
         };
     }
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port_digits(port) => name,
-        Some(_) => return false,
-        None => host,
+    let Some(name) = without_port(host) else {
+        return false;
     };
     const SUFFIX: &[u8] = b".localhost";
     let bytes = name.as_bytes();
@@ -414,6 +412,20 @@ fn is_loopback_ipv4(name: &[u8]) -> bool {
         octets += 1;
     }
     octets == 4
+}
+
+/// `host` without its `:port`; `None` if what follows its last `:` is not
+/// a port. The `:` is found by bytes (`str::rsplit_once` searches from the
+/// end through `memrchr`, which costs more than a host name's few bytes);
+/// it is ASCII, so both sides of it are character boundaries.
+fn without_port(host: &str) -> Option<&str> {
+    match host.bytes().rposition(|b| b == b':') {
+        Some(colon) => {
+            let (name, port) = (host.get(..colon)?, host.get(colon + 1..)?);
+            port_digits(port).then_some(name)
+        }
+        None => Some(host),
+    }
 }
 
 fn valid_port(colon_port: &str) -> bool {
@@ -467,7 +479,12 @@ async fn serve_checked<S: Store>(
         return too_large();
     }
     if let Some(ct) = req.header("content-type") {
-        let media = trim_ows(ct.split_once(';').map_or(ct, |(media, _)| media));
+        let media = match crate::limits::first_byte(ct.as_bytes(), 0, b';') {
+            // Before an ASCII byte: a character boundary.
+            Some(semicolon) => ct.get(..semicolon).unwrap_or(ct),
+            None => ct,
+        };
+        let media = trim_ows(media);
         if !media.eq_ignore_ascii_case("application/json") {
             return HttpResponse::rejected(
                 415,
@@ -908,8 +925,27 @@ mod tests {
             "127.0.0.0001",
             "127.+1.0.1",
             "127.0.0.-1",
+            "localhost:80:80",
+            "a:127.0.0.1",
+            "\u{e9}:80",
+            "localhost:\u{e9}",
         ] {
             assert!(!is_loopback_host(host), "{host:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The port split by bytes, as `rsplit_once` splits it.
+        #[test]
+        fn a_port_is_split_as_rsplit_once_splits(
+            host in "(localhost|127\\.0\\.0\\.1|[a-z\u{e9}.:0-9]{0,6})(:[0-9\u{e9}a]{0,6}){0,2}"
+        ) {
+            let by_rsplit = match host.rsplit_once(':') {
+                Some((name, port)) if port_digits(port) => Some(name),
+                Some(_) => None,
+                None => Some(host.as_str()),
+            };
+            proptest::prop_assert_eq!(without_port(&host), by_rsplit, "{}", host);
         }
     }
 

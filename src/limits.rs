@@ -146,6 +146,16 @@ pub(crate) fn first_of(body: &[u8], i: usize, a: u8, b: u8) -> Option<usize> {
     )
 }
 
+/// `s.trim()`, answered at once where both ends are visible ASCII (nearly
+/// every header value and token): `str::trim` decodes a character from
+/// each end to ask whether it is white space.
+pub(crate) fn trimmed(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
 /// The first `a` at or after `i` in `body`, looked for eight bytes at a
 /// time.
 pub(crate) fn first_byte(body: &[u8], i: usize, a: u8) -> Option<usize> {
@@ -274,6 +284,48 @@ pub(crate) fn bytes_below(w: u64, n: u8) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every pair of ends from ASCII and Unicode white space, controls and
+    /// visible characters, around a middle with and without white space.
+    #[test]
+    fn trimmed_is_str_trim() {
+        let ends = [
+            "",
+            " ",
+            "\t",
+            "\n",
+            "\r",
+            "\u{b}",
+            "\u{c}",
+            "\u{0}",
+            "\u{1f}",
+            "\u{7f}",
+            "\u{85}",
+            "\u{a0}",
+            "\u{2003}",
+            "\u{3000}",
+            "a",
+            "~",
+            "!",
+            "\u{e9}",
+            "\u{1f600}",
+        ];
+        for a in ends {
+            for z in ends {
+                for middle in ["", "x", "2025-11-25", "a b", "\u{a0}"] {
+                    let s = format!("{a}{middle}{z}");
+                    assert_eq!(trimmed(&s), s.trim(), "{s:?}");
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trimmed_agrees_with_str_trim(s in "\\s{0,2}\\PC{0,8}\\s{0,2}|[\\x00-\\x7f]{0,6}") {
+            proptest::prop_assert_eq!(trimmed(&s), s.trim());
+        }
+    }
 
     #[test]
     fn same_name_agrees_with_eq_ignore_ascii_case() {

@@ -129,7 +129,9 @@ pub fn claims(req: &HttpRequest<'_>) -> bool {
 /// [`claims`], and for a request it claims whether that request is
 /// answered at once ([`answers_at_once`]), from one reading of the body.
 pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
-    let header = req.header("mcp-protocol-version").map(str::trim);
+    let header = req
+        .header("mcp-protocol-version")
+        .map(crate::limits::trimmed);
     if header.is_some_and(|v| !VERSIONS.contains(&v)) {
         return None;
     }
@@ -193,7 +195,7 @@ pub(crate) async fn serve<S: Store>(
         Some(token) => match session::verify_kept(
             keys,
             &ctx.owner,
-            token.trim(),
+            crate::limits::trimmed(token),
             &server.verifications().sessions,
         ) {
             Some(s) => Some(s),
@@ -211,7 +213,7 @@ pub(crate) async fn serve<S: Store>(
     };
     let header = req
         .header("mcp-protocol-version")
-        .map(str::trim)
+        .map(crate::limits::trimmed)
         .and_then(|v| VERSIONS.iter().find(|s| **s == v).copied());
     let version = header
         .or(session.as_ref().map(|s| s.version))

@@ -264,7 +264,7 @@ pub fn close_with_members(mut head: Vec<u8>, meta_json: &[u8], object: &str) -> 
         .unwrap_or("");
     head.reserve(meta_json.len() + members.len() + 3);
     head.extend_from_slice(meta_json);
-    if !members.trim().is_empty() {
+    if !crate::limits::trimmed(members).is_empty() {
         head.push(b',');
         head.extend_from_slice(members.as_bytes());
     }

@@ -59,11 +59,24 @@ fn integer(s: &str) -> Option<(Millis, &str)> {
     if len == 0 || (digits.starts_with('0') && (len > 1 || sign > 0)) {
         return None;
     }
-    let (number, rest) = s.split_at_checked(sign + len)?;
+    let rest = s.get(sign + len..)?;
     if rest.starts_with(['.', 'e', 'E']) {
         return None;
     }
-    Some((number.parse().ok()?, rest))
+    // Up to 18 digits cannot overflow an `i64`: read digit by digit with
+    // plain multiplications (`str::parse` checks each step for overflow,
+    // which on wasm32 is a 128-bit multiplication in software). Longer
+    // numbers go through `parse`, which refuses what does not fit.
+    let value = if len <= 18 {
+        let magnitude = digits
+            .bytes()
+            .take(len)
+            .fold(0, |v: Millis, d| v * 10 + Millis::from(d - b'0'));
+        if sign > 0 { -magnitude } else { magnitude }
+    } else {
+        s.get(..sign + len)?.parse().ok()?
+    };
+    Some((value, rest))
 }
 
 #[cfg(test)]
@@ -102,7 +115,17 @@ mod tests {
     #[test]
     fn reads_what_encode_writes() {
         for status in TaskStatus::ALL {
-            for expires_at in [0, 7, -1, 1_764_000_000_000, i64::MAX, i64::MIN] {
+            for expires_at in [
+                0,
+                7,
+                -1,
+                1_764_000_000_000,
+                999_999_999_999_999_999,
+                -999_999_999_999_999_999,
+                1_000_000_000_000_000_000,
+                i64::MAX,
+                i64::MIN,
+            ] {
                 let line = encoded("acme", "user:é", expires_at, status);
                 let h = exact(&line).expect("the encoder's form");
                 assert_eq!(
@@ -128,6 +151,8 @@ mod tests {
             line.replace(r#""expires_at":5"#, r#""expires_at":-"#),
             line.replace(r#""expires_at":5"#, r#""expires_at":-0"#),
             line.replace(r#""expires_at":5"#, r#""expires_at":99999999999999999999"#),
+            line.replace(r#""expires_at":5"#, r#""expires_at":9223372036854775808"#),
+            line.replace(r#""expires_at":5"#, r#""expires_at":-9223372036854775809"#),
             line.replace("working", "sleeping"),
             line.replace("working", "Working"),
             format!("{line} "),
