@@ -1137,6 +1137,17 @@ mod tests {
         std::fs::remove_dir_all(&base).unwrap();
     }
 
+    /// A connection of its own (another process's, in production) with a
+    /// read transaction open on the log's newest mark, until it commits.
+    fn reader_holding_the_log(base: &std::path::Path) -> rusqlite::Connection {
+        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
+        c.execute_batch("BEGIN").unwrap();
+        let _: i64 = c
+            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
+            .unwrap();
+        c
+    }
+
     /// A reader of another process that holds its snapshot past the cap
     /// (here for 300 ms after the log reached it) holds the writer at the
     /// cap, not the log: the writer waits for it to let go, so the log
@@ -1149,11 +1160,7 @@ mod tests {
         writer.put("seen", None, "v", None).unwrap();
         let wal = base.join(format!("{}-wal", super::FILE_NAME));
         let cap = 32 + (super::PAGE_SIZE as u64 + 24) * super::CHECKPOINT_CAP as u64;
-        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
-        c.execute_batch("BEGIN").unwrap();
-        let _: i64 = c
-            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
-            .unwrap();
+        let c = reader_holding_the_log(&base);
         let reader = std::thread::spawn(move || {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             while std::fs::metadata(&wal).map_or(0, |m| m.len()) < cap
@@ -1181,11 +1188,7 @@ mod tests {
         let writer =
             std::sync::Arc::new(super::SqliteStore::open_with(&base, super::Sync::Normal).unwrap());
         writer.put("seen", None, "v", None).unwrap();
-        let c = rusqlite::Connection::open(base.join(super::FILE_NAME)).unwrap();
-        c.execute_batch("BEGIN").unwrap();
-        let _: i64 = c
-            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
-            .unwrap();
+        let c = reader_holding_the_log(&base);
         let cap = super::CHECKPOINT_CAP.unsigned_abs();
         let body = "x".repeat(2000);
         let mut puts = 0;
