@@ -507,7 +507,7 @@ async fn serve_checked<S: Store>(
     }
     if route.unwrap_or_else(|| Route::of(req)) == Route::Legacy {
         #[cfg(feature = "legacy")]
-        return crate::legacy::serve(server, req, ctx, scanned).await;
+        return crate::legacy::serve_scanned(server, req, ctx, scanned).await;
     }
     let mirror = Mirror::of_headers(req.headers);
     let mut trace = Trace::default();

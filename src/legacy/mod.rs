@@ -181,10 +181,19 @@ enum Answer {
     Initialized(Vec<u8>, String),
 }
 
-/// Serves a request [`claims`] chose, for an authenticated caller;
-/// `scanned` is its envelope if the caller's one pass read it (see
-/// [`crate::protocol::scan::members_within`]), so it is not read again.
-pub(crate) async fn serve<S: Store>(
+/// Serves a request [`claims`] chose, for an authenticated caller.
+pub async fn serve<S: Store>(
+    server: &Server<S>,
+    req: &HttpRequest<'_>,
+    ctx: &RequestContext,
+) -> HttpResponse {
+    serve_scanned(server, req, ctx, None).await
+}
+
+/// [`serve`], where `scanned` is the request's envelope if the caller's
+/// one pass read it (see [`crate::protocol::scan::members_within`]), so
+/// that it is not read again.
+pub(crate) async fn serve_scanned<S: Store>(
     server: &Server<S>,
     req: &HttpRequest<'_>,
     ctx: &RequestContext,
