@@ -66,8 +66,14 @@ pub struct StateKey {
 }
 
 impl PartialEq for StateKey {
+    /// Compared eight bytes at a time (on wasm, `==` on byte strings is the
+    /// C library's byte-by-byte `memcmp`): the caches of verified sessions
+    /// and tokens compare the keyring they were filled under on every
+    /// lookup. Both sides are the server's own keys, so how long the
+    /// comparison takes tells a client nothing.
     fn eq(&self, other: &Self) -> bool {
-        self.id == other.id && self.secret == other.secret
+        crate::limits::same_bytes(self.id.as_bytes(), other.id.as_bytes())
+            && crate::limits::same_bytes(&self.secret, &other.secret)
     }
 }
 
@@ -231,6 +237,33 @@ fn short_tag_check(mac: impl FnOnce() -> HmacSha256, tag: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    /// Keys are equal exactly when their secrets are: a difference at any
+    /// byte, or in length, makes them differ.
+    #[test]
+    fn state_keys_compare_by_their_secrets() {
+        use super::StateKey;
+        let secret: Vec<u8> = (0..45u8).collect();
+        let key = StateKey::new(secret.clone());
+        assert!(key == StateKey::new(secret.clone()));
+        // The same id (a prefix of the secret's digest) with another
+        // secret: the secrets themselves decide.
+        let with_secret = |secret: Vec<u8>| StateKey {
+            secret,
+            ..key.clone()
+        };
+        assert!(key == with_secret(secret.clone()));
+        for i in 0..secret.len() {
+            let mut other = secret.clone();
+            other[i] ^= 0x20;
+            assert!(key != with_secret(other.clone()), "byte {i}");
+            assert!(key != StateKey::new(other), "byte {i}, its own id");
+        }
+        for len in [0, 1, 8, 44, 46] {
+            let other: Vec<u8> = (0..len).collect();
+            assert!(key != with_secret(other), "length {len}");
+        }
+    }
+
     use super::*;
 
     #[test]
