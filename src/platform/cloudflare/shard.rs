@@ -20,8 +20,8 @@ use std::cell::Cell;
 use worker::js_sys;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    Env, Headers, Request, Response, ResponseBuilder, ScheduledTime, SqlStorage, SqlStorageValue,
-    State, Storage, console_error, console_log,
+    Env, Request, Response, ResponseBuilder, ScheduledTime, SqlStorage, SqlStorageValue, State,
+    Storage, console_error, console_log,
 };
 
 use super::wire::{Op, Reply, SweepReport};
@@ -483,9 +483,7 @@ impl Shard {
         // Worker would read the fallback as the shard being unavailable.
         let body = serde_json::to_vec(&reply)
             .unwrap_or_else(|_| br#"{"unavailable":"the reply could not be written"}"#.to_vec());
-        let headers = Headers::new();
-        let _ = headers.set("content-type", "application/json");
-        ResponseBuilder::new().with_headers(headers).fixed(body)
+        super::env::json_response(200, body)
     }
 
     /// Advances the shard's due work and sets the next alarm (boxed: see
