@@ -66,6 +66,28 @@ impl<S, V> Default for Kept<S, V> {
     }
 }
 
+/// Whether `a` and `b` hold the same bytes, in time that depends only on
+/// their lengths: the differences of every eight bytes OR-ed together with
+/// no branch on them, the total through `subtle`'s optimisation barrier
+/// once (the usual constant-time comparison; `subtle`'s own comparison of
+/// byte slices puts every byte through the barrier, about 9,500 wasm
+/// instructions for a 250-byte token).
+pub(crate) fn same_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, a_tail) = a.as_chunks::<8>();
+    let (b_words, b_tail) = b.as_chunks::<8>();
+    let mut differ = 0u64;
+    for (x, y) in a_words.iter().zip(b_words) {
+        differ |= u64::from_le_bytes(*x) ^ u64::from_le_bytes(*y);
+    }
+    for (x, y) in a_tail.iter().zip(b_tail) {
+        differ |= u64::from(x ^ y);
+    }
+    differ.ct_eq(&0).into()
+}
+
 /// A token's lookup key: the first eight bytes of its last part (the text
 /// after its last `.`), or `None` for a token too short or too long to
 /// keep.
@@ -73,7 +95,13 @@ pub(crate) fn key_of(token: &str) -> Option<u64> {
     if token.len() > MAX_KEPT_LEN {
         return None;
     }
-    let last = token.rsplit('.').next()?.as_bytes();
+    // The text after the last `.` (all of it without one), as
+    // `rsplit('.').next()` gives it, without decoding characters.
+    let bytes = token.as_bytes();
+    let last = bytes
+        .iter()
+        .rposition(|&b| b == b'.')
+        .map_or(bytes, |dot| bytes.get(dot + 1..).unwrap_or_default());
     let first: [u8; 8] = last.get(..8)?.try_into().ok()?;
     Some(u64::from_le_bytes(first))
 }
@@ -87,8 +115,7 @@ impl<S: PartialEq + Clone, V: Clone> Kept<S, V> {
             return None;
         }
         let entry = inner.entries.iter().find(|e| e.key == key)?;
-        let same: bool = entry.token.as_ref().ct_eq(token.as_bytes()).into();
-        same.then(|| entry.value.clone())
+        same_in_constant_time(&entry.token, token.as_bytes()).then(|| entry.value.clone())
     }
 
     /// Keeps `token`, just verified under `settings` as `value`.
@@ -131,5 +158,79 @@ impl<S: PartialEq + Clone, V: Clone> Kept<S, V> {
     #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn len(&self) -> usize {
         self.inner.try_borrow().map_or(0, |i| i.entries.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn constant_time_comparison_is_equality() {
+        for len in 0..40 {
+            let a: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            assert!(same_in_constant_time(&a, &a.clone()), "len {len}");
+            // A flipped bit at every byte, in the words and in the tail.
+            for at in 0..len {
+                for bit in [0, 3, 7] {
+                    let mut b = a.clone();
+                    b[at] ^= 1 << bit;
+                    assert!(!same_in_constant_time(&a, &b), "len {len}, byte {at}");
+                    assert!(!same_in_constant_time(&b, &a), "len {len}, byte {at}");
+                }
+            }
+            // A prefix is not the whole.
+            if len > 0 {
+                assert!(!same_in_constant_time(&a, &a[..len - 1]), "len {len}");
+                assert!(!same_in_constant_time(&a[..len - 1], &a), "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_is_read_from_the_last_part() {
+        for token in [
+            "aaa.bbb.ccccdddd",
+            "aaa.bbb.ccccddddeeee",
+            "aaa.bbb.cccc",
+            "abcdefgh",
+            "abcdefg",
+            "a.b.",
+            ".abcdefgh",
+            "aaa.bbbbbbbb.",
+            "é.абвгдежз",
+            "",
+        ] {
+            let expected = token
+                .rsplit('.')
+                .next()
+                .and_then(|last| last.as_bytes().get(..8))
+                .map(|first| u64::from_le_bytes(first.try_into().unwrap_or_default()));
+            assert_eq!(key_of(token), expected, "{token:?}");
+        }
+        assert_eq!(key_of(&"x".repeat(MAX_KEPT_LEN + 1)), None);
+    }
+
+    proptest! {
+        #[test]
+        fn constant_time_comparison_agrees_with_eq(
+            a in proptest::collection::vec(0u8..4, 0..48),
+            b in proptest::collection::vec(0u8..4, 0..48),
+        ) {
+            prop_assert_eq!(same_in_constant_time(&a, &b), a == b);
+        }
+
+        #[test]
+        fn a_key_is_what_rsplit_gives(token in "[a.é]{0,24}") {
+            let expected = token
+                .rsplit('.')
+                .next()
+                .and_then(|last| last.as_bytes().get(..8))
+                .and_then(|first| <[u8; 8]>::try_from(first).ok())
+                .map(u64::from_le_bytes);
+            prop_assert_eq!(key_of(&token), expected);
+        }
     }
 }
