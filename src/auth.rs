@@ -27,6 +27,7 @@ use cache::Verified;
 pub(crate) use cache::VerifiedTokens;
 
 use crate::crypto::{b64url, b64url_decode, hmac_raw};
+use crate::limits::same_bytes;
 use crate::outbound::LocalFuture;
 use crate::owner::Owner;
 use crate::time::Millis;
@@ -156,6 +157,23 @@ pub enum KeyKind {
     Ed25519([u8; 32]),
     /// A P-256 public point's coordinates (32 bytes each), for `ES256`.
     P256 { x: [u8; 32], y: [u8; 32] },
+}
+
+impl PublicKey {
+    /// `==`, with the key bytes compared eight at a time.
+    fn same_as(&self, other: &PublicKey) -> bool {
+        let kids = match (&self.kid, &other.kid) {
+            (Some(a), Some(b)) => same_bytes(a.as_bytes(), b.as_bytes()),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        kids && match (&self.key, &other.key) {
+            (KeyKind::Ed25519(a), KeyKind::Ed25519(b)) => same_bytes(a, b),
+            (KeyKind::P256 { x: ax, y: ay }, KeyKind::P256 { x: bx, y: by }) => {
+                same_bytes(ax, bx) && same_bytes(ay, by)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl KeyKind {
@@ -305,7 +323,7 @@ pub fn default_verifier() -> Box<dyn SignatureVerifier> {
 }
 
 /// Bearer JWT verification settings.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Eq)]
 pub struct JwtAuth {
     /// Required `iss`.
     pub issuer: String,
@@ -327,6 +345,44 @@ pub struct JwtAuth {
     pub leeway_ms: i64,
     /// Authorization servers listed in the protected resource metadata.
     pub authorization_servers: Vec<String>,
+}
+
+impl PartialEq for JwtAuth {
+    /// Every field equal, strings and key bytes compared eight bytes at a
+    /// time: the cache of verified tokens compares the settings it was
+    /// filled under with the server's on every lookup, and `==` on bytes is
+    /// a byte loop on wasm. Both sides are the server's own settings, so the
+    /// comparison's time tells a client nothing.
+    fn eq(&self, other: &Self) -> bool {
+        let JwtAuth {
+            issuer,
+            resource,
+            hs256_secret,
+            keys,
+            tenant_claim,
+            tenant_required,
+            types,
+            leeway_ms,
+            authorization_servers,
+        } = self;
+        let same = |a: &str, b: &str| same_bytes(a.as_bytes(), b.as_bytes());
+        let same_strings = |a: &[String], b: &[String]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
+        };
+        same(issuer, &other.issuer)
+            && same(resource, &other.resource)
+            && match (hs256_secret, &other.hs256_secret) {
+                (Some(a), Some(b)) => same_bytes(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+            && keys.len() == other.keys.len()
+            && keys.iter().zip(&other.keys).all(|(a, b)| a.same_as(b))
+            && same(tenant_claim, &other.tenant_claim)
+            && *tenant_required == other.tenant_required
+            && same_strings(types, &other.types)
+            && *leeway_ms == other.leeway_ms
+            && same_strings(authorization_servers, &other.authorization_servers)
+    }
 }
 
 impl std::fmt::Debug for JwtAuth {
@@ -776,6 +832,90 @@ fn key_is_unusable(key: &KeyKind) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_are_equal_only_when_every_field_is() {
+        let base = JwtAuth {
+            issuer: "https://issuer.test".into(),
+            resource: "https://mcp.test/mcp".into(),
+            hs256_secret: Some(b"a-secret-of-some-length-0123456789".to_vec()),
+            keys: vec![
+                PublicKey {
+                    kid: Some("ed".into()),
+                    key: KeyKind::Ed25519([7; 32]),
+                },
+                PublicKey {
+                    kid: None,
+                    key: KeyKind::P256 {
+                        x: [1; 32],
+                        y: [2; 32],
+                    },
+                },
+            ],
+            tenant_claim: "tenant".into(),
+            tenant_required: false,
+            types: vec!["jwt".into(), "at+jwt".into()],
+            leeway_ms: 1_000,
+            authorization_servers: vec!["https://as.test".into()],
+        };
+        assert!(base == base.clone());
+        type Change = fn(&mut JwtAuth);
+        let variants: Vec<(&str, Change)> = vec![
+            ("issuer", |a| a.issuer.push('x')),
+            ("issuer's last byte", |a| {
+                a.issuer = "https://issuer.tesT".into()
+            }),
+            ("resource", |a| a.resource = "https://mcp.test/mcq".into()),
+            ("no secret", |a| a.hs256_secret = None),
+            ("secret's first byte", |a| {
+                if let Some(s) = a.hs256_secret.as_mut() {
+                    s[0] ^= 1;
+                }
+            }),
+            ("secret's tail", |a| {
+                if let Some(s) = a.hs256_secret.as_mut() {
+                    s[33] ^= 0x80;
+                }
+            }),
+            ("one key fewer", |a| {
+                a.keys.pop();
+            }),
+            ("a kid", |a| a.keys[0].kid = Some("eD".into())),
+            ("a kid more", |a| a.keys[1].kid = Some("p".into())),
+            ("Ed25519 bytes", |a| {
+                if let KeyKind::Ed25519(k) = &mut a.keys[0].key {
+                    k[31] ^= 1;
+                }
+            }),
+            ("P-256 y", |a| {
+                if let KeyKind::P256 { y, .. } = &mut a.keys[1].key {
+                    y[20] ^= 4;
+                }
+            }),
+            ("another kind of key", |a| {
+                a.keys[1].key = KeyKind::Ed25519([1; 32])
+            }),
+            ("tenant claim", |a| a.tenant_claim = "tenanT".into()),
+            ("tenant required", |a| a.tenant_required = true),
+            ("a type", |a| a.types[1] = "at+jwT".into()),
+            ("a type fewer", |a| {
+                a.types.pop();
+            }),
+            ("leeway", |a| a.leeway_ms = 999),
+            ("authorization server", |a| {
+                a.authorization_servers[0].push('/')
+            }),
+            ("no authorization server", |a| {
+                a.authorization_servers.clear()
+            }),
+        ];
+        for (what, change) in variants {
+            let mut other = base.clone();
+            change(&mut other);
+            assert!(base != other, "{what}");
+            assert!(other != base, "{what}");
+        }
+    }
 
     #[test]
     fn urls() {
