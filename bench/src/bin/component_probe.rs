@@ -24,20 +24,43 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("mcp-probe-{}", std::process::id()));
     let store =
         Arc::new(sqlite::SqliteStore::open_with(&dir, sqlite::Sync::Normal).expect("store"));
-    let mut settings = runtime::Settings::new(
-        [
-            ("MCP_TOOLS", "all"),
-            ("MCP_REPORT_OUTLINE_MS", "0"),
-            ("MCP_AUTH", "insecure-local"),
-            ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
-            ("MCP_MAX_OUTSTANDING_TASKS", "0"),
-            ("MCP_MAX_STORED_BYTES", "0"),
-            ("MCP_MAX_TASKS_PER_MINUTE", "0"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    );
+    // PROBE_JWT=<dir>: every request carries the bearer token that
+    // `node bench/mint-jwt.mjs http://127.0.0.1:8788/mcp https://bench.example <dir>`
+    // wrote, and the component verifies it (`MCP_AUTH=jwt`), as
+    // `ours-wasi-jwt` in bench/run.sh runs.
+    let jwt = std::env::var("PROBE_JWT").ok().map(|dir| {
+        let read = |f: &str| {
+            std::fs::read_to_string(std::path::Path::new(&dir).join(f)).expect("PROBE_JWT dir")
+        };
+        (read("jwks.json"), read("token").trim().to_owned())
+    });
+    let mut env: Vec<(String, String)> = [
+        ("MCP_TOOLS", "all"),
+        ("MCP_REPORT_OUTLINE_MS", "0"),
+        ("MCP_AUTH", "insecure-local"),
+        ("MCP_STATE_SECRET", "probe-state-secret-0123456789-abcdef"),
+        ("MCP_MAX_OUTSTANDING_TASKS", "0"),
+        ("MCP_MAX_STORED_BYTES", "0"),
+        ("MCP_MAX_TASKS_PER_MINUTE", "0"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let bearer = jwt.map(|(keys, token)| {
+        env.retain(|(k, _)| k != "MCP_AUTH");
+        env.extend(
+            [
+                ("MCP_AUTH", "jwt"),
+                ("MCP_RESOURCE_URL", "http://127.0.0.1:8788/mcp"),
+                ("MCP_JWT_ISSUER", "https://bench.example"),
+                ("MCP_JWT_KEYS", keys.as_str()),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        ("authorization".to_owned(), format!("Bearer {token}"))
+    });
+    let mut settings = runtime::Settings::new(env);
     settings.guest_stderr = false;
     let component = runtime::component_path();
     let rt = runtime::Runtime::new(&component, store, settings).expect("runtime");
@@ -59,6 +82,7 @@ fn main() {
             if let Some(n) = name {
                 v.push(("mcp-name".into(), n));
             }
+            v.extend(bearer.clone());
             v
         };
         let created = {
@@ -87,10 +111,13 @@ fn main() {
             let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {},
                 "clientInfo": {"name": "probe", "version": "0"}}});
-            let hs = [
+            let mut hs = vec![
                 ("host", b"127.0.0.1".as_slice()),
                 ("content-type", b"application/json".as_slice()),
             ];
+            if let Some((k, v)) = &bearer {
+                hs.push((k.as_str(), v.as_bytes()));
+            }
             let r = rt
                 .request("POST", "/mcp", &hs, serde_json::to_vec(&init).expect("json"))
                 .await
@@ -103,12 +130,16 @@ fn main() {
                 ("mcp-protocol-version".into(), "2025-11-25".into()),
                 ("mcp-session-id".into(), session),
             ]
+            .into_iter()
+            .chain(bearer.clone())
+            .collect::<Vec<_>>()
         };
         // A message with the headers the load client sends, to the loopback
         // Host it names.
         let as_load_sends = |name, msg: serde_json::Value| {
             let mut hs = mcp_tasks_edge::testing::standard_headers(&msg);
             hs.insert(0, ("host".into(), "127.0.0.1:8788".into()));
+            hs.extend(bearer.clone());
             (name, "/mcp", hs, serde_json::to_vec(&msg).expect("json"))
         };
         let cases: Vec<Case> = vec![
