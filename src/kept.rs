@@ -72,7 +72,7 @@ impl<S, V> Default for Kept<S, V> {
 /// once (the usual constant-time comparison; `subtle`'s own comparison of
 /// byte slices puts every byte through the barrier, about 9,500 wasm
 /// instructions for a 250-byte token).
-pub(crate) fn same_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+fn same_in_constant_time(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
