@@ -171,7 +171,10 @@ impl PublicKey {
             (KeyKind::P256 { x: ax, y: ay }, KeyKind::P256 { x: bx, y: by }) => {
                 same_bytes(ax, bx) && same_bytes(ay, by)
             }
-            _ => false,
+            // Each pair of different kinds named, so that a new kind does
+            // not compile until it is compared.
+            (KeyKind::Ed25519(_), KeyKind::P256 { .. })
+            | (KeyKind::P256 { .. }, KeyKind::Ed25519(_)) => false,
         }
     }
 }
@@ -885,6 +888,11 @@ mod tests {
             ("Ed25519 bytes", |a| {
                 if let KeyKind::Ed25519(k) = &mut a.keys[0].key {
                     k[31] ^= 1;
+                }
+            }),
+            ("P-256 x", |a| {
+                if let KeyKind::P256 { x, .. } = &mut a.keys[1].key {
+                    x[0] ^= 0x40;
                 }
             }),
             ("P-256 y", |a| {
