@@ -144,14 +144,14 @@ fn bearer(header: &str) -> Option<&str> {
 }
 
 /// A configured public key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Eq)]
 pub struct PublicKey {
     pub kid: Option<String>,
     pub key: KeyKind,
 }
 
 /// A public key's material, as a JWK carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Eq)]
 pub enum KeyKind {
     /// An Ed25519 public key (32 bytes), for `EdDSA`.
     Ed25519([u8; 32]),
@@ -159,14 +159,22 @@ pub enum KeyKind {
     P256 { x: [u8; 32], y: [u8; 32] },
 }
 
-impl PublicKey {
-    /// `==`, with the key bytes compared eight at a time.
-    fn same_as(&self, other: &PublicKey) -> bool {
-        let kids = match (&self.kid, &other.kid) {
-            (Some(a), Some(b)) => same_bytes(a.as_bytes(), b.as_bytes()),
-            (a, b) => a.is_none() && b.is_none(),
-        };
-        kids && match (&self.key, &other.key) {
+impl PartialEq for PublicKey {
+    /// The same kid and key (see [`JwtAuth`]'s `PartialEq`).
+    fn eq(&self, other: &PublicKey) -> bool {
+        let PublicKey { kid, key } = self;
+        same_if_some(
+            kid.as_deref().map(str::as_bytes),
+            other.kid.as_deref().map(str::as_bytes),
+        ) && *key == other.key
+    }
+}
+
+impl PartialEq for KeyKind {
+    /// The same kind of key with the same bytes, compared eight at a time
+    /// (see [`JwtAuth`]'s `PartialEq`).
+    fn eq(&self, other: &KeyKind) -> bool {
+        match (self, other) {
             (KeyKind::Ed25519(a), KeyKind::Ed25519(b)) => same_bytes(a, b),
             (KeyKind::P256 { x: ax, y: ay }, KeyKind::P256 { x: bx, y: by }) => {
                 same_bytes(ax, bx) && same_bytes(ay, by)
@@ -176,6 +184,15 @@ impl PublicKey {
             (KeyKind::Ed25519(_), KeyKind::P256 { .. })
             | (KeyKind::P256 { .. }, KeyKind::Ed25519(_)) => false,
         }
+    }
+}
+
+/// Both absent, or both present with the same bytes (compared eight at a
+/// time).
+fn same_if_some(a: Option<&[u8]>, b: Option<&[u8]>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => same_bytes(a, b),
+        (a, b) => a.is_none() && b.is_none(),
     }
 }
 
@@ -374,12 +391,8 @@ impl PartialEq for JwtAuth {
         };
         same(issuer, &other.issuer)
             && same(resource, &other.resource)
-            && match (hs256_secret, &other.hs256_secret) {
-                (Some(a), Some(b)) => same_bytes(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
-            && keys.len() == other.keys.len()
-            && keys.iter().zip(&other.keys).all(|(a, b)| a.same_as(b))
+            && same_if_some(hs256_secret.as_deref(), other.hs256_secret.as_deref())
+            && *keys == other.keys
             && same(tenant_claim, &other.tenant_claim)
             && *tenant_required == other.tenant_required
             && same_strings(types, &other.types)
