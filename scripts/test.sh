@@ -52,6 +52,7 @@ run "clippy" bash scripts/lint.sh host
 run "clippy (wasi component)" bash scripts/lint.sh wasi
 run "core tests" bash -c 'cargo test --locked --lib --test core &&
   cargo test --locked -p mcp-tasks-edge-host --lib &&
+  cargo test --locked --doc -p mcp-tasks-edge-host &&
   cargo test --locked --doc -p mcp-tasks-edge &&
   cargo test --locked -p mcp-tasks-edge-server &&
   cargo test --locked -p mcp-tasks-edge-server --features conformance &&

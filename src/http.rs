@@ -152,6 +152,44 @@ pub(crate) fn header_block(block: &str) -> Vec<(&str, &str)> {
     pairs
 }
 
+/// The parts of the component's `exchange` request, one buffer (see the
+/// WIT `exchange.request`): the method, the path, the header block and
+/// the body. `None` when `body_len` is past the end, or what follows the
+/// body is not UTF-8 or does not start with a method, a space, a path and
+/// a line feed.
+#[cfg(any(test, target_os = "wasi"))]
+pub(crate) fn exchange_parts(data: &[u8], body_len: usize) -> Option<(&str, &str, &str, &[u8])> {
+    let body = data.get(..body_len)?;
+    let head = core::str::from_utf8(data.get(body_len..)?).ok()?;
+    let eol = crate::limits::first_byte(head.as_bytes(), 0, b'\n')?;
+    let (line, block) = (head.get(..eol)?, head.get(eol + 1..)?);
+    let (method, path) = line.split_once(' ')?;
+    Some((method, path, block, body))
+}
+
+/// Appends the header fields to `out` as the component's `exchange`
+/// response carries them (see the WIT `exchange.response`): each as
+/// `name:value` and a line feed. A field that cannot be written so (a line
+/// feed in it, a `:` in its name), which HTTP does not allow either, is
+/// left out.
+#[cfg(any(test, target_os = "wasi"))]
+pub(crate) fn append_header_lines(out: &mut Vec<u8>, headers: &[(&str, String)]) {
+    let room: usize = headers.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+    out.reserve(room);
+    for (name, value) in headers {
+        let (n, v) = (name.as_bytes(), value.as_bytes());
+        if crate::limits::first_of(n, 0, b':', b'\n').is_some()
+            || crate::limits::first_byte(v, 0, b'\n').is_some()
+        {
+            continue;
+        }
+        out.extend_from_slice(n);
+        out.push(b':');
+        out.extend_from_slice(v);
+        out.push(b'\n');
+    }
+}
+
 /// The field of the line `start..end` whose first `:` is at `colon`.
 #[cfg(any(test, target_os = "wasi"))]
 fn field(block: &str, start: usize, colon: usize, end: usize) -> Option<(&str, &str)> {
@@ -884,6 +922,72 @@ mod tests {
         fn header_block_agrees_with_splitting(block in "[a:\n é]{0,40}") {
             proptest::prop_assert_eq!(header_block(&block), header_block_by_splits(&block));
         }
+    }
+
+    #[test]
+    fn an_exchange_request_is_split_at_its_body_and_first_line() {
+        let data = b"{\"a\":1}POST /mcp\nhost:x\nmcp-method:tasks/get\n";
+        assert_eq!(
+            exchange_parts(data, 7),
+            Some((
+                "POST",
+                "/mcp",
+                "host:x\nmcp-method:tasks/get\n",
+                &b"{\"a\":1}"[..]
+            ))
+        );
+        // No body, no headers.
+        assert_eq!(
+            exchange_parts(b"GET /\n", 0),
+            Some(("GET", "/", "", &b""[..]))
+        );
+        // A body with line feeds, spaces and bytes that are not UTF-8.
+        let mut data = b"a b\n\xff".to_vec();
+        data.extend_from_slice(b"POST /p q\nh:v\n");
+        assert_eq!(
+            exchange_parts(&data, 5),
+            Some(("POST", "/p q", "h:v\n", &b"a b\n\xff"[..]))
+        );
+        for (data, body_len, why) in [
+            (&b"POST /mcp\n"[..], 11, "body past the end"),
+            (&b"POST /mcp\n"[..], usize::MAX, "body past the end"),
+            (&b"POST /mcp"[..], 0, "no line feed"),
+            (&b"POST\n"[..], 0, "no space"),
+            (&b"POST /\xff\n"[..], 0, "not UTF-8"),
+            (&b"\xe2\x82POST /\n"[..], 1, "splits a character"),
+        ] {
+            assert_eq!(exchange_parts(data, body_len), None, "{why}");
+        }
+    }
+
+    #[test]
+    fn response_headers_are_lines_after_the_body() {
+        let mut out = b"body".to_vec();
+        append_header_lines(
+            &mut out,
+            &[
+                ("content-type", "application/json".into()),
+                ("bad\nname", "v".into()),
+                ("bad:name", "v".into()),
+                ("x-bad-value", "a\nb".into()),
+                ("x-empty", String::new()),
+                ("x-colon", "a:b".into()),
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "bodycontent-type:application/json\nx-empty:\nx-colon:a:b\n"
+        );
+        // What the guest writes, the host's block reader reads back.
+        let fields = header_block(std::str::from_utf8(&out[4..]).unwrap());
+        assert_eq!(
+            fields,
+            [
+                ("content-type", "application/json"),
+                ("x-empty", ""),
+                ("x-colon", "a:b")
+            ]
+        );
     }
 
     #[test]

@@ -51,15 +51,12 @@ async fn send(rt: &Arc<Runtime>, r: &Req) -> Value {
 
 /// Through the `exchange` export (what the local host uses for requests).
 async fn exchange(rt: &Arc<Runtime>, r: &Req) -> Value {
-    let request = runtime::ExchangeRequest {
-        method: "POST".into(),
-        path: "/mcp".into(),
-        headers: runtime::header_lines(r.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
-        body: r.body.clone(),
-    };
+    let fields = r.headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let request = runtime::ExchangeRequest::new("POST", "/mcp", fields, r.body.clone())
+        .expect("a request exchange carries");
     let resp = rt.exchange(&request).await.unwrap().expect("not a stream");
-    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
-    serde_json::from_slice(&resp.body).unwrap()
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(resp.body()));
+    serde_json::from_slice(resp.body()).unwrap()
 }
 
 /// Times `iters` calls, minus the time spent inside host store calls.

@@ -61,22 +61,107 @@ pub use bindings::exports::mcp::tasks_edge::exchange::{
 };
 use bindings::mcp::tasks_edge::store as wit_store;
 
-/// The `headers` of an [`ExchangeRequest`] from a request's fields: each as
-/// `name:value` and a line feed. A field whose name or value has a line
-/// feed (HTTP allows neither) is left out; a value that is not UTF-8 has
-/// its invalid bytes replaced.
-pub fn header_lines<'a>(fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
-    let mut lines = String::new();
-    for (name, value) in fields {
-        if name.contains(['\n', ':']) || value.contains(&b'\n') {
-            continue;
+impl ExchangeRequest {
+    /// A request for [`Runtime::exchange`], in the one buffer the WIT
+    /// `exchange.request` describes: `body`, then the method, a space, the
+    /// path and a line feed, then each header field as `name:value` and a
+    /// line feed. A field whose name has a line feed or a `:`, or whose
+    /// value has a line feed (HTTP allows none of them), is left out; a
+    /// value that is not UTF-8 has its invalid bytes replaced. `None` when
+    /// the method has a space or a line feed, the path a line feed, or the
+    /// body is 4 GiB or more.
+    ///
+    /// ```
+    /// use mcp_tasks_edge_host::runtime::ExchangeRequest;
+    ///
+    /// let fields = [("host", &b"127.0.0.1"[..]), ("bad\nname", &b"x"[..])];
+    /// let r = ExchangeRequest::new("POST", "/mcp", fields, b"{}".to_vec()).unwrap();
+    /// assert_eq!(r.body_len, 2);
+    /// assert_eq!(r.data, b"{}POST /mcp\nhost:127.0.0.1\n");
+    /// ```
+    pub fn new<'a>(
+        method: &str,
+        path: &str,
+        fields: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+        body: Vec<u8>,
+    ) -> Option<Self> {
+        if method.contains([' ', '\n']) || path.contains('\n') {
+            return None;
         }
-        lines.push_str(name);
-        lines.push(':');
-        lines.push_str(&String::from_utf8_lossy(value));
-        lines.push('\n');
+        let body_len = u32::try_from(body.len()).ok()?;
+        let mut data = body;
+        data.reserve(method.len() + path.len() + 2 + 256);
+        data.extend_from_slice(method.as_bytes());
+        data.push(b' ');
+        data.extend_from_slice(path.as_bytes());
+        data.push(b'\n');
+        for (name, value) in fields {
+            // Each check one pass without an early exit, which the compiler
+            // does eight or more bytes at a time: header names and values
+            // are short, and `from_utf8`'s or `memchr`'s setup cost more.
+            let name_fits = name
+                .bytes()
+                .fold(true, |ok, b| ok & (b != b'\n') & (b != b':'));
+            let (ascii, no_lf) = value.iter().fold((true, true), |(ascii, no_lf), &b| {
+                (ascii & b.is_ascii(), no_lf & (b != b'\n'))
+            });
+            if !name_fits || !no_lf {
+                continue;
+            }
+            data.extend_from_slice(name.as_bytes());
+            data.push(b':');
+            if ascii {
+                data.extend_from_slice(value);
+            } else {
+                data.extend_from_slice(String::from_utf8_lossy(value).as_bytes());
+            }
+            data.push(b'\n');
+        }
+        Some(ExchangeRequest { body_len, data })
     }
-    lines
+
+    /// The body, as [`ExchangeRequest::new`] was given it.
+    pub fn into_body(mut self) -> Vec<u8> {
+        self.data.truncate(self.body_len as usize);
+        self.data
+    }
+}
+
+impl ExchangeResponse {
+    /// The body. ([`Runtime::exchange`] returns only responses whose
+    /// `body_len` is within their data.)
+    pub fn body(&self) -> &[u8] {
+        self.data.get(..self.body_len as usize).unwrap_or_default()
+    }
+
+    /// The header fields, in the order the component wrote them: the lines
+    /// after the body, each split at its first `:`.
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let head = self.data.get(self.body_len as usize..).unwrap_or_default();
+        head.split(|b| *b == b'\n').filter_map(|line| {
+            let colon = line.iter().position(|b| *b == b':')?;
+            Some((&line[..colon], &line[colon + 1..]))
+        })
+    }
+
+    /// The header fields as text (invalid UTF-8 replaced), for tests and
+    /// tools.
+    pub fn headers(&self) -> Vec<(String, String)> {
+        self.fields()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    /// The body, without copying it.
+    pub fn into_body(mut self) -> Vec<u8> {
+        self.data.truncate(self.body_len as usize);
+        self.data
+    }
 }
 
 /// Where the component is, unless `COMPONENT_WASM` says otherwise.
@@ -835,7 +920,8 @@ impl Runtime {
 
     /// Serves one request through the `exchange` export: one call, the whole
     /// body in and out. `None` when the answer is a stream (serve it through
-    /// [`Runtime::handle`] instead).
+    /// [`Runtime::handle`] instead); an error when the component fails, or
+    /// answers a `body_len` past the end of its data.
     pub async fn exchange(&self, request: &ExchangeRequest) -> Result<Option<ExchangeResponse>> {
         // A borrowed permit, held for the call: unlike an owned one it takes
         // no clone of the semaphore's `Arc`, whose count every serving
@@ -853,7 +939,14 @@ impl Runtime {
         match result {
             Ok(response) => {
                 self.release(i);
-                Ok(response)
+                match response {
+                    Some(r) if r.body_len as usize > r.data.len() => Err(anyhow::anyhow!(
+                        "the component's exchange response says its body is {} bytes of {}",
+                        r.body_len,
+                        r.data.len()
+                    )),
+                    response => Ok(response),
+                }
             }
             Err(e) => Err(self.trapped(e)),
         }
@@ -1001,6 +1094,61 @@ mod tests {
             ("MCP_OUTBOUND_ALLOW".to_owned(), allow.to_owned()),
             ("OTHER".to_owned(), "http://elsewhere.test".to_owned()),
         ]
+    }
+
+    #[test]
+    fn an_exchange_request_is_one_buffer() {
+        let fields = [
+            ("host", &b"127.0.0.1:8788"[..]),
+            ("bad:name", &b"x"[..]),
+            ("bad\nname", &b"x"[..]),
+            ("x-lf", &b"a\nb"[..]),
+            ("x-latin1", &b"caf\xe9"[..]),
+            ("x-utf8", "café".as_bytes()),
+            ("x-empty", &b""[..]),
+            ("mcp-method", &b"tasks/get"[..]),
+        ];
+        let r = ExchangeRequest::new("POST", "/mcp", fields, b"{\"a\":\n1}".to_vec()).unwrap();
+        assert_eq!(r.body_len, 8);
+        assert_eq!(
+            String::from_utf8(r.data.clone()).unwrap(),
+            "{\"a\":\n1}POST /mcp\nhost:127.0.0.1:8788\nx-latin1:caf\u{fffd}\n\
+             x-utf8:café\nx-empty:\nmcp-method:tasks/get\n"
+        );
+        assert_eq!(r.into_body(), b"{\"a\":\n1}");
+        let empty = ExchangeRequest::new("GET", "/", [], Vec::new()).unwrap();
+        assert_eq!((empty.body_len, &empty.data[..]), (0, &b"GET /\n"[..]));
+        for (method, path) in [("PO ST", "/"), ("POST\n", "/"), ("POST", "/a\nb")] {
+            assert!(
+                ExchangeRequest::new(method, path, [], Vec::new()).is_none(),
+                "{method:?} {path:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exchange_response_is_its_body_then_its_fields() {
+        let r = ExchangeResponse {
+            status: 200,
+            body_len: 4,
+            data: b"a:b\ncontent-type:application/json\nno colon\nx-empty:\nx:1:2\n".to_vec(),
+        };
+        assert_eq!(r.body(), b"a:b\n");
+        assert_eq!(
+            r.headers(),
+            [
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("x-empty".to_owned(), String::new()),
+                ("x".to_owned(), "1:2".to_owned()),
+            ]
+        );
+        assert_eq!(r.into_body(), b"a:b\n");
+        let bare = ExchangeResponse {
+            status: 204,
+            body_len: 0,
+            data: Vec::new(),
+        };
+        assert_eq!((bare.body(), bare.headers().len()), (&b""[..], 0));
     }
 
     #[test]

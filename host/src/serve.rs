@@ -25,7 +25,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
-use crate::runtime::{AtCapacity, Runtime};
+use crate::runtime::{AtCapacity, ExchangeRequest, ExchangeResponse, Runtime};
 
 /// Longest pause between ticks.
 pub const MAX_TICK_MS: u64 = 100;
@@ -518,24 +518,23 @@ async fn read_capped(
     Ok(buf)
 }
 
-fn plain(
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-) -> Response<HyperOutgoingBody> {
-    let mut resp = full(
-        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR),
-        Bytes::from(body),
-    );
-    for (name, value) in headers {
+/// The HTTP response of an `exchange` answer. A field hyper refuses (not
+/// a token name, a control character in the value) is left out.
+fn exchanged(resp: ExchangeResponse) -> Response<HyperOutgoingBody> {
+    let status = hyper::StatusCode::from_u16(resp.status)
+        .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let mut headers = hyper::HeaderMap::with_capacity(8);
+    for (name, value) in resp.fields() {
         if let (Ok(n), Ok(v)) = (
-            hyper::header::HeaderName::from_bytes(name.as_bytes()),
-            hyper::header::HeaderValue::from_str(&value),
+            hyper::header::HeaderName::from_bytes(name),
+            hyper::header::HeaderValue::from_bytes(value),
         ) {
-            resp.headers_mut().append(n, v);
+            headers.append(n, v);
         }
     }
-    resp
+    let mut out = full(status, Bytes::from(resp.into_body()));
+    *out.headers_mut() = headers;
+    out
 }
 
 async fn serve_one(
@@ -583,27 +582,29 @@ async fn serve_one(
                 ));
             }
         };
-        let request = crate::runtime::ExchangeRequest {
-            method: parts.method.as_str().to_owned(),
-            path: parts.uri.path().to_owned(),
-            headers: crate::runtime::header_lines(
-                parts
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_bytes())),
-            ),
-            body,
+        let fields = parts
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_bytes()));
+        let Some(request) =
+            ExchangeRequest::new(parts.method.as_str(), parts.uri.path(), fields, body)
+        else {
+            return Ok(json_error(
+                400,
+                -32600,
+                "Invalid Request: the request could not be read.",
+            ));
         };
         match runtime.exchange(&request).await {
             Ok(Some(resp)) => {
                 ticker.poke(runtime);
-                return Ok(plain(resp.status, resp.headers, resp.body));
+                return Ok(exchanged(resp));
             }
             // Its answer may stream: declined before anything ran, so it
             // is served through wasi:http (once).
             Ok(None) => Request::from_parts(
                 parts,
-                Full::new(Bytes::from(request.body))
+                Full::new(Bytes::from(request.into_body()))
                     .map_err(|e: Infallible| match e {})
                     .boxed_unsync(),
             ),
@@ -658,6 +659,37 @@ async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, ti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exchange_answer_becomes_the_http_response() {
+        let resp = exchanged(ExchangeResponse {
+            status: 202,
+            body_len: 2,
+            data: b"{}content-type:application/json\nbad name:x\nx-cr:a\rb\nvary:a\nvary:b\n"
+                .to_vec(),
+        });
+        assert_eq!(resp.status(), 202);
+        let fields: Vec<(&str, &[u8])> = resp
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_bytes()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("content-type", &b"application/json"[..]),
+                ("vary", b"a"),
+                ("vary", b"b")
+            ]
+        );
+        assert_eq!(resp.body().size_hint().exact(), Some(2));
+        let odd = exchanged(ExchangeResponse {
+            status: 1000,
+            body_len: 0,
+            data: Vec::new(),
+        });
+        assert_eq!(odd.status(), 500, "not an HTTP status");
+    }
 
     #[test]
     fn a_pause_is_clamped_to_the_tick_bounds() {

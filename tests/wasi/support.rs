@@ -184,18 +184,13 @@ pub async fn exchange_raw(
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
         headers.push(("host".into(), "127.0.0.1".into()));
     }
-    let request = crate::runtime::ExchangeRequest {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        headers: crate::runtime::header_lines(
-            headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
-        ),
-        body,
-    };
+    let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let request = crate::runtime::ExchangeRequest::new(method, path, fields, body)
+        .unwrap_or_else(|| panic!("{method} {path}: not a request exchange can carry"));
     rt.exchange(&request)
         .await
         .unwrap_or_else(|e| panic!("{method} {path}: the component failed: {e:#}"))
-        .map(|r| (r.status, r.headers, r.body))
+        .map(|r| (r.status, r.headers(), r.into_body()))
 }
 
 /// Which export a client goes through.

@@ -226,12 +226,9 @@ fn main() {
                 store / f64::from(n) / 1000.0
             );
             // The same request through the `exchange` export.
-            let request = runtime::ExchangeRequest {
-                method: method.to_owned(),
-                path: path.to_string(),
-                headers: runtime::header_lines(hs.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
-                body: b.clone(),
-            };
+            let fields = hs.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+            let request = runtime::ExchangeRequest::new(method, path, fields, b.clone())
+                .expect("a request exchange carries");
             for _ in 0..200 {
                 rt.exchange(&request).await.expect("warm");
             }
@@ -289,12 +286,10 @@ async fn creates_with_quotas(component: &std::path::Path, dir: &std::path::Path,
     );
     let mut headers = mcp_tasks_edge::testing::standard_headers(&msg);
     headers.insert(0, ("host".into(), "127.0.0.1:8788".into()));
-    let request = runtime::ExchangeRequest {
-        method: "POST".into(),
-        path: "/mcp".into(),
-        headers: runtime::header_lines(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()))),
-        body: serde_json::to_vec(&msg).expect("json"),
-    };
+    let fields = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    let body = serde_json::to_vec(&msg).expect("json");
+    let request = runtime::ExchangeRequest::new("POST", "/mcp", fields, body)
+        .expect("a request exchange carries");
     // Every 50 creates the tasks made so far finish.
     let finish =
         || async { while rt.tick(rt.clock().now_ms()).await.expect("tick").stepped > 0 {} };

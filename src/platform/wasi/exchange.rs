@@ -19,12 +19,19 @@ impl<A: App> Guest for Component<A> {
 /// `exchange.handle` (not generic: see [`Component`]).
 #[inline(never)]
 fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
-    let headers = http::header_block(&request.headers);
+    let body_len = usize::try_from(request.body_len).unwrap_or(usize::MAX);
+    let Some((method, path, block, body)) = http::exchange_parts(&request.data, body_len) else {
+        // Not what a host that follows the interface sends.
+        let e = crate::error::RpcError::invalid_request("The request could not be read.");
+        let r = HttpResponse::json(400, crate::protocol::jsonrpc::error_bytes(None, &e));
+        return Some(into_response(r));
+    };
+    let headers = http::header_block(block);
     let req = HttpRequest {
-        method: &request.method,
-        path: &request.path,
+        method,
+        path,
         headers: &headers,
-        body: &request.body,
+        body,
     };
     // Judged once: which side answers, and whether at once.
     let (route, at_once) = http::route_and_at_once(&req);
@@ -43,28 +50,33 @@ fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
     Some(into_response(response))
 }
 
+/// The response in one buffer: the body, then its header lines.
 fn into_response(response: HttpResponse) -> Response {
-    let body = match response.body {
+    let mut data = match response.body {
         HttpBody::Events(events) => match events.complete() {
             Ok(bytes) => bytes,
             // Not reached: such a request is declined before it runs.
             // Failing loudly beats running it again through wasi:http.
-            Err(_) => {
-                let e = crate::error::RpcError::internal("Internal error.");
-                let r = HttpResponse::json(500, crate::protocol::jsonrpc::error_bytes(None, &e));
-                return into_response(r);
-            }
+            Err(_) => return internal_error(),
         },
         HttpBody::Bytes(bytes) => bytes,
         HttpBody::Empty => Vec::new(),
     };
+    let Ok(body_len) = u32::try_from(data.len()) else {
+        return internal_error();
+    };
+    http::append_header_lines(&mut data, &response.headers);
     Response {
         status: response.status,
-        headers: response
-            .headers
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value))
-            .collect(),
-        body,
+        body_len,
+        data,
     }
+}
+
+fn internal_error() -> Response {
+    let e = crate::error::RpcError::internal("Internal error.");
+    into_response(HttpResponse::json(
+        500,
+        crate::protocol::jsonrpc::error_bytes(None, &e),
+    ))
 }
