@@ -186,6 +186,10 @@ fn main() -> Result<()> {
         (rt, serve::worker_threads(args.threads)?)
     };
     rt.block_on(async move {
+        runtime
+            .check()
+            .await
+            .with_context(|| format!("starting {}", args.component.display()))?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
             .await
             .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;

@@ -774,6 +774,20 @@ impl Runtime {
         })
     }
 
+    /// Instantiates the component once, so that one built for another
+    /// version of `wit/world.wit` (an export whose types differ, which
+    /// wasmtime checks only when it instantiates) fails here, with the
+    /// reason, rather than on every request and tick. The instance is kept
+    /// in the pool.
+    pub async fn check(&self) -> Result<()> {
+        let instance = self.instantiate().await.context(
+            "the component does not run in this host (build the component and the host \
+             from the same tree: wit/world.wit)",
+        )?;
+        self.release(instance);
+        Ok(())
+    }
+
     /// An instance for one request: [`AtCapacity`] when every instance is
     /// in use.
     pub async fn acquire(&self) -> Result<Instance> {

@@ -268,3 +268,28 @@ async fn a_request_that_may_stream_is_declined_before_it_runs() {
     assert_eq!(out, a.body.to_vec());
     assert_eq!(rt.traps(), 0);
 }
+
+/// The host's start-up check instantiates the component once and keeps the
+/// instance: the first request does not instantiate again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_check_keeps_its_instance() {
+    let dir = TempDir::new("exchange-check");
+    let rt = runtime(dir.path(), settings(&Clock::manual(T0)));
+    assert_eq!(rt.instantiations(), 0);
+    rt.check()
+        .await
+        .expect("this tree's component runs in this host");
+    assert_eq!(rt.instantiations(), 1);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(caps())}});
+    let answer = exchange_raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &standard_headers(&ping),
+        serde_json::to_vec(&ping).unwrap(),
+    )
+    .await
+    .expect("answered at once");
+    assert_eq!(answer.0, 200, "{}", String::from_utf8_lossy(&answer.2));
+    assert_eq!(rt.instantiations(), 1, "the checked instance served it");
+}
