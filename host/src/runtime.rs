@@ -121,9 +121,8 @@ impl ExchangeRequest {
     }
 
     /// The body, as [`ExchangeRequest::new`] was given it.
-    pub fn into_body(mut self) -> Vec<u8> {
-        self.data.truncate(self.body_len as usize);
-        self.data
+    pub fn into_body(self) -> Vec<u8> {
+        body_part(self.data, self.body_len)
     }
 }
 
@@ -158,10 +157,16 @@ impl ExchangeResponse {
     }
 
     /// The body, without copying it.
-    pub fn into_body(mut self) -> Vec<u8> {
-        self.data.truncate(self.body_len as usize);
-        self.data
+    pub fn into_body(self) -> Vec<u8> {
+        body_part(self.data, self.body_len)
     }
+}
+
+/// The body at the front of an `exchange` buffer, without copying it: the
+/// buffer cut after `body_len` bytes.
+fn body_part(mut data: Vec<u8>, body_len: u32) -> Vec<u8> {
+    data.truncate(body_len as usize);
+    data
 }
 
 /// Where the component is, unless `COMPONENT_WASM` says otherwise.
