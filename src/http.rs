@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use crate::auth::AuthError;
 use crate::error::RpcError;
-use crate::protocol::jsonrpc::error_bytes;
+use crate::protocol::jsonrpc::{Id, error_bytes};
 use crate::server::{Mirror, Reply, RequestContext, Server, Trace};
 use crate::store::Store;
 use crate::tasks::subscription::Subscription;
@@ -87,9 +87,11 @@ impl HttpResponse {
         }
     }
 
-    /// A JSON-RPC error with no id, for failures before the body is read.
-    fn rejected(status: u16, error: RpcError) -> Self {
-        HttpResponse::json(status, error_bytes(None, &error))
+    /// The JSON-RPC error `error` as a JSON body with `status`, answering
+    /// `id` (`None` when the request's id is unknown: it was not read, or
+    /// could not be).
+    pub(crate) fn rpc_error(status: u16, id: Option<&Id>, error: &RpcError) -> Self {
+        HttpResponse::json(status, error_bytes(id, error))
     }
 
     /// The body as bytes (empty for streams), for tests and simple hosts.
@@ -256,9 +258,10 @@ pub(crate) async fn handle_routed<S: Store>(
         .await
     {
         Ok(owner) => serve_checked(server, req, &RequestContext { owner, now }, route).await,
-        Err(AuthError::NotConfigured) => HttpResponse::rejected(
+        Err(AuthError::NotConfigured) => HttpResponse::rpc_error(
             503,
-            RpcError::internal(
+            None,
+            &RpcError::internal(
                 "Authentication is not configured on this server, so it serves no requests.",
             ),
         ),
@@ -290,7 +293,7 @@ fn unauthorized(config: &crate::config::Config, e: AuthError) -> HttpResponse {
             "missing token",
         ),
     };
-    let mut r = HttpResponse::rejected(401, RpcError::invalid_request(message));
+    let mut r = HttpResponse::rpc_error(401, None, &RpcError::invalid_request(message));
     r.headers.push(("www-authenticate", challenge));
     r.trace.auth = Some(reason);
     r
@@ -365,9 +368,10 @@ pub fn check_head(
 }
 
 fn too_large() -> HttpResponse {
-    HttpResponse::rejected(
+    HttpResponse::rpc_error(
         413,
-        RpcError::invalid_request("The request body is too large."),
+        None,
+        &RpcError::invalid_request("The request body is too large."),
     )
 }
 
@@ -387,12 +391,9 @@ fn loopback_only(config: &crate::config::Config, headers: &[(&str, &str)]) -> Op
         _ => false,
     };
     (!ok).then(|| {
-        HttpResponse::rejected(
-            403,
-            RpcError::invalid_request(
-                "MCP_AUTH=insecure-local serves loopback hosts only (localhost, 127.0.0.0/8, [::1]).",
-            ),
-        )
+        let why =
+            "MCP_AUTH=insecure-local serves loopback hosts only (localhost, 127.0.0.0/8, [::1]).";
+        HttpResponse::rpc_error(403, None, &RpcError::invalid_request(why))
     })
 }
 
@@ -483,9 +484,10 @@ fn preflight(config: &crate::config::Config, req: &HttpRequest<'_>) -> Option<Ht
     if let Some(origin) = req.header("origin")
         && !origin_allowed(trim_ows(origin), &config.allowed_origins)
     {
-        return Some(HttpResponse::rejected(
+        return Some(HttpResponse::rpc_error(
             403,
-            RpcError::invalid_request("The request's Origin is not allowed."),
+            None,
+            &RpcError::invalid_request("The request's Origin is not allowed."),
         ));
     }
     if req.method != "POST" {
@@ -524,9 +526,10 @@ async fn serve_checked<S: Store>(
         };
         let media = trim_ows(media);
         if !media.eq_ignore_ascii_case("application/json") {
-            return HttpResponse::rejected(
+            return HttpResponse::rpc_error(
                 415,
-                RpcError::invalid_request("The body must be application/json."),
+                None,
+                &RpcError::invalid_request("The body must be application/json."),
             );
         }
     }
@@ -541,7 +544,7 @@ async fn serve_checked<S: Store>(
         // Past a limit, but the id is still the client's to match.
         let id = crate::protocol::jsonrpc::id_of(req.body);
         let error = RpcError::invalid_request(&why);
-        return HttpResponse::json(400, error_bytes(id.as_ref(), &error));
+        return HttpResponse::rpc_error(400, id.as_ref(), &error);
     }
     if route.unwrap_or_else(|| Route::of(req)) == Route::Legacy {
         #[cfg(feature = "legacy")]

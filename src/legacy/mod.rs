@@ -129,12 +129,9 @@ pub fn claims(req: &HttpRequest<'_>) -> bool {
 /// [`claims`], and for a request it claims whether that request is
 /// answered at once ([`answers_at_once`]), from one reading of the body.
 pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
-    let header = req
-        .header("mcp-protocol-version")
-        .map(crate::limits::trimmed);
-    if header.is_some_and(|v| !VERSIONS.contains(&v)) {
+    let Ok(header) = version_header(req) else {
         return None;
-    }
+    };
     let Some(peek) = peek::peek(req.body) else {
         // Not a message at all (or a batch, or a method name with
         // escapes): a legacy client's (by its headers) is answered in its
@@ -153,6 +150,21 @@ pub(crate) fn judge(req: &HttpRequest<'_>) -> Option<bool> {
         };
     // The body read as the object `answers_at_once` reads: the same method.
     claimed.then_some(method_answers_at_once(peek.method))
+}
+
+/// The request's `MCP-Protocol-Version` as one of [`VERSIONS`]: `Ok(None)`
+/// without the header, `Err(())` for a version this adapter does not speak.
+fn version_header(req: &HttpRequest<'_>) -> Result<Option<&'static str>, ()> {
+    let Some(v) = req.header("mcp-protocol-version") else {
+        return Ok(None);
+    };
+    let v = crate::limits::trimmed(v);
+    VERSIONS
+        .iter()
+        .find(|s| **s == v)
+        .copied()
+        .map(Some)
+        .ok_or(())
 }
 
 /// One request as the adapter sees it.
@@ -209,22 +221,18 @@ pub(crate) async fn serve_scanned<S: Store>(
         ) {
             Some(s) => Some(s),
             None => {
-                return HttpResponse::json(
+                return HttpResponse::rpc_error(
                     404,
-                    error_bytes(
-                        None,
-                        &RpcError::new(-32001, "Session not found; initialize again."),
-                    ),
+                    None,
+                    &RpcError::new(-32001, "Session not found; initialize again."),
                 );
             }
         },
         None => None,
     };
-    let header = req
-        .header("mcp-protocol-version")
-        .map(crate::limits::trimmed)
-        .and_then(|v| VERSIONS.iter().find(|s| **s == v).copied());
-    let version = header
+    let version = version_header(req)
+        .ok()
+        .flatten()
         .or(session.as_ref().map(|s| s.version))
         .unwrap_or("2025-03-26");
     let lc = Ctx {
@@ -247,7 +255,7 @@ pub(crate) async fn serve_scanned<S: Store>(
             if let Some(response) = client_response(server, req.body, ctx).await {
                 return response;
             }
-            return HttpResponse::json(400, error_bytes(e.id.as_ref(), &e.error));
+            return HttpResponse::rpc_error(400, e.id.as_ref(), &e.error);
         }
     };
     let Some(id) = msg.id else {
@@ -314,10 +322,9 @@ fn is_array(body: &[u8]) -> bool {
 /// (a task tool's held call) or with progress, every answer goes out as
 /// SSE, the streams' in turn. `initialize` may not be part of a batch.
 async fn batch<S: Store>(server: &Server<S>, lc: &Ctx<'_>, body: &[u8]) -> HttpResponse {
-    let refused =
-        |why: &str| HttpResponse::json(400, error_bytes(None, &RpcError::invalid_request(why)));
+    let refused = |why: &str| HttpResponse::rpc_error(400, None, &RpcError::invalid_request(why));
     let Ok(items) = crate::json::from_slice::<Vec<&RawValue>>(body) else {
-        return HttpResponse::json(400, error_bytes(None, &RpcError::parse_error()));
+        return HttpResponse::rpc_error(400, None, &RpcError::parse_error());
     };
     if items.is_empty() {
         return refused("An empty batch has nothing to answer.");
@@ -413,9 +420,10 @@ async fn client_response<S: Store>(
         return None;
     }
     let refused = |why: &str| {
-        Some(HttpResponse::json(
+        Some(HttpResponse::rpc_error(
             400,
-            error_bytes(None, &RpcError::invalid_request(why)),
+            None,
+            &RpcError::invalid_request(why),
         ))
     };
     let Some(Value::String(id)) = r.id else {
@@ -438,10 +446,7 @@ async fn client_response<S: Store>(
         .with_inline_steps(&runner);
     match input::deliver(service, &ctx.owner, &target, &key, outcome, ctx.now).await {
         Ok(()) => Some(accepted()),
-        Err(e) => Some(HttpResponse::json(
-            e.http_status().max(400),
-            error_bytes(None, &e),
-        )),
+        Err(e) => Some(HttpResponse::rpc_error(e.http_status().max(400), None, &e)),
     }
 }
 

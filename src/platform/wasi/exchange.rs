@@ -23,7 +23,7 @@ fn handle(tools: ToolFactory, request: Request) -> Option<Response> {
     let Some((method, path, block, body)) = http::exchange_parts(&request.data, body_len) else {
         // Not what a host that follows the interface sends.
         let e = crate::error::RpcError::invalid_request("The request could not be read.");
-        let r = HttpResponse::json(400, crate::protocol::jsonrpc::error_bytes(None, &e));
+        let r = HttpResponse::rpc_error(400, None, &e);
         return Some(into_response(r));
     };
     let headers = http::header_block(block);
@@ -75,8 +75,5 @@ fn into_response(response: HttpResponse) -> Response {
 
 fn internal_error() -> Response {
     let e = crate::error::RpcError::internal("Internal error.");
-    into_response(HttpResponse::json(
-        500,
-        crate::protocol::jsonrpc::error_bytes(None, &e),
-    ))
+    into_response(HttpResponse::rpc_error(500, None, &e))
 }

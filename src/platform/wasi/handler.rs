@@ -16,7 +16,6 @@ use super::store::HostStore;
 use super::{App, Component, misconfigured, now_ms, with_server};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest, HttpResponse, Next};
-use crate::protocol::jsonrpc::error_bytes;
 use crate::server::Server;
 use crate::tools::ToolFactory;
 
@@ -93,11 +92,7 @@ fn serve(server: &Server<HostStore>, request: IncomingRequest, out: ResponseOutp
         Err(()) => {
             drop(request);
             let error = RpcError::invalid_request("The request body could not be read.");
-            return respond(
-                out,
-                HttpResponse::json(400, error_bytes(None, &error)),
-                None,
-            );
+            return respond(out, HttpResponse::rpc_error(400, None, &error), None);
         }
     };
     drop(request);

@@ -124,7 +124,7 @@ fn misconfigured() -> crate::http::HttpResponse {
     let error = crate::error::RpcError::internal(
         "The server is not configured correctly, so it serves no requests; see its log.",
     );
-    crate::http::HttpResponse::json(503, crate::protocol::jsonrpc::error_bytes(None, &error))
+    crate::http::HttpResponse::rpc_error(503, None, &error)
 }
 
 /// The wall clock in milliseconds since the epoch.
