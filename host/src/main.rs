@@ -33,13 +33,6 @@
 //! everything, as before).
 //! The data directory is created 0700 and its files 0600.
 
-// mimalloc rather than the system allocator: hyper, wasmtime and the host's
-// own buffers allocate and free a few dozen blocks a request, and the whole
-// process ran 2.7% fewer instructions a `tasks/get` with it (bench/README.md,
-// "The host's allocator").
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
