@@ -985,6 +985,35 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
 mod tests {
     use super::*;
 
+    /// The version header is trimmed and matched once, for both `judge`
+    /// and `serve_scanned`: a version the adapter speaks, one it does not
+    /// (which `judge` leaves to the core), and none.
+    #[test]
+    fn the_version_header_is_trimmed_and_matched() {
+        let version = |value: Option<&str>| {
+            let headers: Vec<(&str, &str)> = value
+                .map(|v| ("mcp-protocol-version", v))
+                .into_iter()
+                .collect();
+            let req = HttpRequest {
+                method: "POST",
+                path: "/mcp",
+                headers: &headers,
+                body: br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            };
+            (version_header(&req), judge(&req).is_some())
+        };
+        assert_eq!(version(Some("2025-11-25")), (Ok(Some("2025-11-25")), true));
+        assert_eq!(
+            version(Some(" \t2025-06-18 ")),
+            (Ok(Some("2025-06-18")), true)
+        );
+        assert_eq!(version(Some("2025-03-26")), (Ok(Some("2025-03-26")), true));
+        assert_eq!(version(Some("2026-07-28")), (Err(()), false));
+        assert_eq!(version(Some("2025-11-2")), (Err(()), false));
+        assert_eq!(version(None), (Ok(None), false));
+    }
+
     /// One reading of the body judges a request as the route and then the
     /// question whether it answers at once did, each reading it alone.
     #[test]
