@@ -2,11 +2,17 @@
 //! the same status, content type and bytes for the same request (normal and
 //! hostile ones that change nothing), and `none` for a stream.
 
-use serde_json::json;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::runtime::Clock;
+use serde_json::json;
+use wasmtime::component::Component;
+
+use crate::runtime::{Clock, Runtime};
+use crate::sqlite::SqliteStore;
 use crate::support::{
-    T0, TempDir, caps, exchange_raw, meta, raw, runtime, settings, standard_headers,
+    T0, TempDir, caps, exchange_raw, host_binary, meta, raw, runtime, settings, standard_headers,
 };
 
 /// (method, path, headers, body)
@@ -292,4 +298,103 @@ async fn the_start_up_check_keeps_its_instance() {
     .expect("answered at once");
     assert_eq!(answer.0, 200, "{}", String::from_utf8_lossy(&answer.2));
     assert_eq!(rt.instantiations(), 1, "the checked instance served it");
+}
+
+/// A component of the world whose functions do nothing
+/// (`tests/fixtures/world-stub.wat`), and the same component as one built
+/// from another version of `wit/world.wit` would be: its runner's
+/// `tick-report` without the `fenced` field.
+fn stubs() -> (String, String) {
+    let stub = include_str!("../fixtures/world-stub.wat").to_owned();
+    let older = stub.replace(r#"(field "fenced" u32) "#, "");
+    assert!(
+        stub.contains(r#""fenced""#) && !older.contains(r#""fenced""#),
+        "the stub's tick-report names `fenced` wherever it is defined"
+    );
+    (stub, older)
+}
+
+/// The start-up check refuses a component whose exports have the world's
+/// names but not its types (which linking does not see), with the reason;
+/// the same component with the world's types passes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_check_refuses_a_component_of_another_world() {
+    let (stub, older) = stubs();
+    let engine = Runtime::engine().unwrap();
+    for (text, runs) in [(stub, true), (older, false)] {
+        let dir = TempDir::new("exchange-stub");
+        let component = Component::new(&engine, &text).unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let rt = Runtime::from_component(&engine, &component, store, settings(&Clock::manual(T0)))
+            .expect("linked: every export is there by name");
+        match rt.check().await {
+            Ok(()) => assert!(runs, "a tick-report without `fenced` passed the check"),
+            Err(e) => {
+                let reason = format!("{e:#}");
+                assert!(!runs, "the world's own types were refused: {reason}");
+                assert!(
+                    reason.contains("does not run in this host")
+                        && reason.contains("wit/world.wit")
+                        && reason.contains("type mismatch"),
+                    "{reason}"
+                );
+            }
+        }
+        assert_eq!(rt.instantiations(), 1);
+    }
+}
+
+/// The host process does not start serving with such a component: it
+/// exits at once with the check's reason, before it listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_does_not_start_with_a_component_of_another_world() {
+    let bin = host_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build -p mcp-tasks-edge-host",
+        bin.display()
+    );
+    let dir = TempDir::new("exchange-stub-host");
+    let wat = dir.path().join("older.wat");
+    std::fs::write(&wat, stubs().1).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(bin)
+        .args(["--port", &port.to_string(), "--data"])
+        .arg(dir.path().join("data"))
+        .arg("--component")
+        .arg(&wat)
+        .env("MCP_AUTH", "insecure-local")
+        .env("MCP_STATE_SECRET", "stub-test-state-secret-of-32-bytes!")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the host ran with a component of another world");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("does not run in this host") && stderr.contains("older.wat"),
+        "{stderr}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "nothing listens on its port"
+    );
 }

@@ -4,19 +4,15 @@
 //! host process over the same data repeats the step with the same
 //! idempotency key, and the task completes once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{TempDir, caps, meta, standard_headers};
+use crate::support::{TempDir, caps, host_binary, meta, standard_headers};
 use crate::upstream::{Behave, Upstream};
-
-fn host_binary() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/host")
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

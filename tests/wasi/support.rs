@@ -113,6 +113,12 @@ pub fn runtime(dir: &Path, settings: Settings) -> Arc<Runtime> {
     Runtime::from_component(&c.engine, &c.component, store, settings).unwrap()
 }
 
+/// The host binary (`cargo build -p mcp-tasks-edge-host`), for the tests
+/// that run it as a process.
+pub fn host_binary() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/host")
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(PathBuf);
 
