@@ -718,6 +718,19 @@ impl Runtime {
 
     /// A new instance, not taken from the pool.
     pub async fn instantiate(&self) -> Result<Instance> {
+        let mut store = self.new_store();
+        self.instantiations.fetch_add(1, Ordering::SeqCst);
+        let server = self.pre.instantiate_async(&mut store).await?;
+        Ok(Instance {
+            store,
+            server,
+            permit: None,
+        })
+    }
+
+    /// A store for one instance: its WASI context, memory cap and epoch
+    /// deadline.
+    fn new_store(&self) -> Store<HostState> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.envs(&self.settings.env)
             .wall_clock(GuestClock(self.settings.clock.clone()));
@@ -770,27 +783,66 @@ impl Runtime {
         // Instantiation runs the guest's initialisers: the default deadline;
         // each call then gets the configured one (`acquire`).
         store.set_epoch_deadline(ticks(CALL_DEADLINE));
-        self.instantiations.fetch_add(1, Ordering::SeqCst);
-        let server = self.pre.instantiate_async(&mut store).await?;
-        Ok(Instance {
-            store,
-            server,
-            permit: None,
-        })
+        store
     }
 
     /// Instantiates the component once, so that one built for another
     /// version of `wit/world.wit` (an export whose types differ, which
     /// wasmtime checks only when it instantiates) fails here, with the
-    /// reason, rather than on every request and tick. The instance is kept
-    /// in the pool.
+    /// reason and the export it concerns, rather than on every request and
+    /// tick. The instance is kept in the pool.
     pub async fn check(&self) -> Result<()> {
-        let instance = self.instantiate().await.context(
-            "the component does not run in this host (build the component and the host \
-             from the same tree: wit/world.wit)",
-        )?;
-        self.release(instance);
-        Ok(())
+        match self.instantiate().await {
+            Ok(instance) => {
+                self.release(instance);
+                Ok(())
+            }
+            Err(e) => {
+                let export = self.mismatched_export().await;
+                Err(e.context(format!(
+                    "the component does not run in this host{} (build the component and \
+                     the host from the same tree: wit/world.wit)",
+                    export.map_or(String::new(), |name| format!(": its export {name}"))
+                )))
+            }
+        }
+    }
+
+    /// Which of the world's exports fails to load from a fresh instance of
+    /// the component, when one does: wasmtime's type mismatch does not say.
+    async fn mismatched_export(&self) -> Option<&'static str> {
+        use bindings::exports::mcp::tasks_edge::{diagnostics, exchange, runner};
+        use bindings::exports::wasi::http::incoming_handler;
+        let mut store = self.new_store();
+        let pre = self.pre.instance_pre();
+        let instance = pre.instantiate_async(&mut store).await.ok()?;
+        let loads = [
+            (
+                "mcp:tasks-edge/runner@0.1.0",
+                runner::GuestIndices::new(pre)
+                    .and_then(|i| i.load(&mut store, &instance))
+                    .is_ok(),
+            ),
+            (
+                "mcp:tasks-edge/exchange@0.1.0",
+                exchange::GuestIndices::new(pre)
+                    .and_then(|i| i.load(&mut store, &instance))
+                    .is_ok(),
+            ),
+            (
+                "mcp:tasks-edge/diagnostics@0.1.0",
+                diagnostics::GuestIndices::new(pre)
+                    .and_then(|i| i.load(&mut store, &instance))
+                    .is_ok(),
+            ),
+            (
+                "wasi:http/incoming-handler@0.2.12",
+                incoming_handler::GuestIndices::new(pre)
+                    .and_then(|i| i.load(&mut store, &instance))
+                    .is_ok(),
+            ),
+        ];
+        loads.iter().find(|(_, ok)| !ok).map(|(name, _)| *name)
     }
 
     /// An instance for one request: [`AtCapacity`] when every instance is

@@ -301,39 +301,60 @@ async fn the_start_up_check_keeps_its_instance() {
 }
 
 /// A component of the world whose functions do nothing
-/// (`tests/fixtures/world-stub.wat`), and the same component as one built
-/// from another version of `wit/world.wit` would be: its runner's
-/// `tick-report` without the `fenced` field.
-fn stubs() -> (String, String) {
-    let stub = include_str!("../fixtures/world-stub.wat").to_owned();
-    let older = stub.replace(r#"(field "fenced" u32) "#, "");
-    assert!(
-        stub.contains(r#""fenced""#) && !older.contains(r#""fenced""#),
-        "the stub's tick-report names `fenced` wherever it is defined"
-    );
-    (stub, older)
+/// (`tests/fixtures/world-stub.wat`).
+const STUB: &str = include_str!("../fixtures/world-stub.wat");
+
+/// Changes to the stub's types as a component built from another version
+/// of `wit/world.wit` would have them, one export each: (the export, what
+/// the stub writes, what it writes instead).
+const CHANGES: [(&str, &str, &str); 3] = [
+    (
+        "mcp:tasks-edge/runner@0.1.0",
+        r#"(field "fenced" u32) "#,
+        "",
+    ),
+    (
+        "mcp:tasks-edge/exchange@0.1.0",
+        r#"(field "status" u16)"#,
+        r#"(field "status" u32)"#,
+    ),
+    (
+        "mcp:tasks-edge/diagnostics@0.1.0",
+        "(result u32 (error string))",
+        "(result u64 (error string))",
+    ),
+];
+
+/// The stub with one of [`CHANGES`] made wherever the type is written: its
+/// definition, the interface's import of it and its export.
+fn changed((_, from, to): (&str, &str, &str)) -> String {
+    assert_eq!(STUB.matches(from).count(), 3, "{from}");
+    STUB.replace(from, to)
 }
 
 /// The start-up check refuses a component whose exports have the world's
-/// names but not its types (which linking does not see), with the reason;
-/// the same component with the world's types passes it.
+/// names but not its types (which linking does not see), with the reason
+/// and the export; the stub with the world's types passes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_start_up_check_refuses_a_component_of_another_world() {
-    let (stub, older) = stubs();
     let engine = Runtime::engine().unwrap();
-    for (text, runs) in [(stub, true), (older, false)] {
+    let cases = std::iter::once((None, STUB.to_owned()))
+        .chain(CHANGES.map(|change| (Some(change.0), changed(change))));
+    for (mismatched, text) in cases {
         let dir = TempDir::new("exchange-stub");
         let component = Component::new(&engine, &text).unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
         let rt = Runtime::from_component(&engine, &component, store, settings(&Clock::manual(T0)))
             .expect("linked: every export is there by name");
-        match rt.check().await {
-            Ok(()) => assert!(runs, "a tick-report without `fenced` passed the check"),
-            Err(e) => {
+        match (rt.check().await, mismatched) {
+            (Ok(()), None) => {}
+            (Ok(()), Some(export)) => panic!("{export} of another world passed the check"),
+            (Err(e), None) => panic!("the world's own types were refused: {e:#}"),
+            (Err(e), Some(export)) => {
                 let reason = format!("{e:#}");
-                assert!(!runs, "the world's own types were refused: {reason}");
                 assert!(
                     reason.contains("does not run in this host")
+                        && reason.contains(&format!("its export {export} "))
                         && reason.contains("wit/world.wit")
                         && reason.contains("type mismatch"),
                     "{reason}"
@@ -356,7 +377,7 @@ async fn the_host_does_not_start_with_a_component_of_another_world() {
     );
     let dir = TempDir::new("exchange-stub-host");
     let wat = dir.path().join("older.wat");
-    std::fs::write(&wat, stubs().1).unwrap();
+    std::fs::write(&wat, changed(CHANGES[0])).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -390,7 +411,8 @@ async fn the_host_does_not_start_with_a_component_of_another_world() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
     assert!(
-        stderr.contains("does not run in this host") && stderr.contains("older.wat"),
+        stderr.contains("does not run in this host: its export mcp:tasks-edge/runner@0.1.0")
+            && stderr.contains("older.wat"),
         "{stderr}"
     );
     assert!(
