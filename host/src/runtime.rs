@@ -816,32 +816,23 @@ impl Runtime {
         let mut store = self.new_store();
         let pre = self.pre.instance_pre();
         let instance = pre.instantiate_async(&mut store).await.ok()?;
-        let loads = [
-            (
-                "mcp:tasks-edge/runner@0.1.0",
-                runner::GuestIndices::new(pre)
-                    .and_then(|i| i.load(&mut store, &instance))
-                    .is_ok(),
-            ),
-            (
-                "mcp:tasks-edge/exchange@0.1.0",
-                exchange::GuestIndices::new(pre)
-                    .and_then(|i| i.load(&mut store, &instance))
-                    .is_ok(),
-            ),
-            (
-                "mcp:tasks-edge/diagnostics@0.1.0",
-                diagnostics::GuestIndices::new(pre)
-                    .and_then(|i| i.load(&mut store, &instance))
-                    .is_ok(),
-            ),
-            (
-                "wasi:http/incoming-handler@0.2.12",
-                incoming_handler::GuestIndices::new(pre)
-                    .and_then(|i| i.load(&mut store, &instance))
-                    .is_ok(),
-            ),
-        ];
+        // Each export's functions, looked up and type-checked on their own.
+        macro_rules! loads {
+            ($($name:literal: $export:ident),*) => {
+                [$((
+                    $name,
+                    $export::GuestIndices::new(pre)
+                        .and_then(|i| i.load(&mut store, &instance))
+                        .is_ok(),
+                )),*]
+            };
+        }
+        let loads = loads!(
+            "mcp:tasks-edge/runner@0.1.0": runner,
+            "mcp:tasks-edge/exchange@0.1.0": exchange,
+            "mcp:tasks-edge/diagnostics@0.1.0": diagnostics,
+            "wasi:http/incoming-handler@0.2.12": incoming_handler
+        );
         loads.iter().find(|(_, ok)| !ok).map(|(name, _)| *name)
     }
 
