@@ -135,11 +135,11 @@ impl Auth {
 }
 
 fn bearer(header: &str) -> Option<&str> {
-    let (scheme, token) = crate::http::trim_ows(header).split_once(' ')?;
+    let (scheme, token) = crate::limits::trim_ows(header).split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
-    let token = crate::http::trim_ows(token);
+    let token = crate::limits::trim_ows(token);
     (!token.is_empty()).then_some(token)
 }
 

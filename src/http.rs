@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 
 use crate::auth::AuthError;
 use crate::error::RpcError;
+use crate::limits::trim_ows;
 use crate::protocol::jsonrpc::{Id, error_bytes};
 use crate::server::{Mirror, Reply, RequestContext, Server, Trace};
 use crate::store::Store;
@@ -395,19 +396,6 @@ fn loopback_only(config: &crate::config::Config, headers: &[(&str, &str)]) -> Op
             "MCP_AUTH=insecure-local serves loopback hosts only (localhost, 127.0.0.0/8, [::1]).";
         HttpResponse::rpc_error(403, None, &RpcError::invalid_request(why))
     })
-}
-
-/// `value` without HTTP's optional whitespace around a field value: spaces
-/// and tabs only (RFC 9110, section 5.5). Anything else at either end stays
-/// part of the value and is judged with it.
-pub(crate) fn trim_ows(value: &str) -> &str {
-    // By bytes: `str::trim_matches` decodes each character from both ends.
-    let ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let bytes = value.as_bytes();
-    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !ows(b)).map_or(start, |i| i + 1);
-    // Both ends sit next to an ASCII byte or at an end: char boundaries.
-    value.get(start..end).unwrap_or_default()
 }
 
 /// Whether a `Host` header names a loopback host: `localhost` (or a name
@@ -1071,38 +1059,6 @@ mod tests {
         assert!(!origin_allowed("https://app.example.evil", &allowed));
         assert!(!origin_allowed("http://evil.example.com", &allowed));
         assert!(!origin_allowed("null", &allowed));
-    }
-
-    #[test]
-    fn optional_white_space_is_trimmed_as_trim_matches_trims_it() {
-        let values = [
-            "",
-            " ",
-            "\t",
-            " \t ",
-            "a",
-            " a",
-            "a ",
-            "\ta\t",
-            " a b ",
-            "\u{a0}a\u{a0}",
-            " é ",
-            "\té",
-            "é\t",
-            "\u{b}a",
-            "a\r",
-            " \t€ \t",
-        ];
-        for v in values {
-            assert_eq!(trim_ows(v), v.trim_matches([' ', '\t']), "{v:?}");
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn trim_ows_agrees_with_trim_matches(v in r"[ \t]{0,3}(\PC|[ \t]){0,12}[ \t]{0,3}") {
-            proptest::prop_assert_eq!(trim_ows(&v), v.trim_matches([' ', '\t']));
-        }
     }
 
     #[test]

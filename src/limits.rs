@@ -156,6 +156,19 @@ pub(crate) fn trimmed(s: &str) -> &str {
     }
 }
 
+/// `value` without HTTP's optional whitespace around a field value: spaces
+/// and tabs only (RFC 9110, section 5.5). Anything else at either end stays
+/// part of the value and is judged with it.
+pub(crate) fn trim_ows(value: &str) -> &str {
+    // By bytes: `str::trim_matches` decodes each character from both ends.
+    let ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let bytes = value.as_bytes();
+    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !ows(b)).map_or(start, |i| i + 1);
+    // Both ends sit next to an ASCII byte or at an end: char boundaries.
+    value.get(start..end).unwrap_or_default()
+}
+
 /// The first `a` at or after `i` in `body`, looked for eight bytes at a
 /// time.
 pub(crate) fn first_byte(body: &[u8], i: usize, a: u8) -> Option<usize> {
@@ -603,6 +616,38 @@ mod tests {
         ) {
             let naive = b.get(from..).and_then(|t| t.iter().position(|&c| c == x || c == y)).map(|k| from + k);
             proptest::prop_assert_eq!(first_of(&b, from, x, y), naive);
+        }
+    }
+
+    #[test]
+    fn optional_white_space_is_trimmed_as_trim_matches_trims_it() {
+        let values = [
+            "",
+            " ",
+            "\t",
+            " \t ",
+            "a",
+            " a",
+            "a ",
+            "\ta\t",
+            " a b ",
+            "\u{a0}a\u{a0}",
+            " é ",
+            "\té",
+            "é\t",
+            "\u{b}a",
+            "a\r",
+            " \t€ \t",
+        ];
+        for v in values {
+            assert_eq!(trim_ows(v), v.trim_matches([' ', '\t']), "{v:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trim_ows_agrees_with_trim_matches(v in r"[ \t]{0,3}(\PC|[ \t]){0,12}[ \t]{0,3}") {
+            proptest::prop_assert_eq!(trim_ows(&v), v.trim_matches([' ', '\t']));
         }
     }
 }

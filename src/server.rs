@@ -192,7 +192,7 @@ impl<'a> HeaderValue<'a> {
     /// What a header is once one more of its values, `value`, has been
     /// seen: the first value if it is valid, invalid if a later one differs.
     fn and(self, value: &'a str) -> HeaderValue<'a> {
-        let value = crate::http::trim_ows(value);
+        let value = crate::limits::trim_ows(value);
         match self {
             HeaderValue::Absent if crate::limits::is_field_text(value.as_bytes()) => {
                 HeaderValue::Present(value)
