@@ -20,19 +20,8 @@ use super::wire::{Op, Reply, SweepReport};
 use crate::error::RpcError;
 use crate::http::{self, HttpBody, HttpRequest};
 use crate::ids::SystemRandom;
-use crate::server::{Server, Verifications};
+use crate::server::Server;
 use crate::tools::ToolFactory;
-
-thread_local! {
-    /// The tokens this isolate accepted (bearer tokens, sessions): a server
-    /// lives for one request here, what it verified for as long as the
-    /// isolate.
-    static VERIFICATIONS: Rc<Verifications> = Rc::default();
-}
-
-pub(super) fn verifications() -> Rc<Verifications> {
-    VERIFICATIONS.with(Rc::clone)
-}
 
 /// The Worker's `fetch` handler, serving the tools `tools` builds (boxed:
 /// see [`EntryFuture`]). It always answers: every failure is a response of
@@ -114,7 +103,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         // A replayable step may run inline in a create or an update.
         Ok(s) => with_step_env(
             s.with_verifier(Box::new(super::webcrypto::WebCrypto))
-                .with_verifications(verifications()),
+                .with_verifications(super::env::verifications()),
             &env,
         ),
         Err(e) => return early_error(e.http_status(), &e),

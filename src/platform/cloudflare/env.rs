@@ -1,8 +1,9 @@
 //! What every entry point of the Worker shares: the clock, the settings
-//! read once per isolate, the store, and the early answers given before the
-//! core runs.
+//! read once per isolate, the tokens it verified, the store, and the early
+//! answers given before the core runs.
 
 use std::cell::OnceCell;
+use std::rc::Rc;
 
 use worker::{Date, Env, Headers, Response, ResponseBuilder, console_error, console_warn};
 
@@ -11,7 +12,20 @@ use super::settings::{Settings, StoreMode};
 use super::store::{CACHE_BINDING, DoStore, KvCached, WorkerStore};
 use crate::error::RpcError;
 use crate::protocol::jsonrpc::error_bytes;
+use crate::server::Verifications;
 use crate::time::Millis;
+
+thread_local! {
+    /// The tokens this isolate accepted (bearer tokens, sessions): a server
+    /// lives for one request here, what it verified for as long as the
+    /// isolate.
+    static VERIFICATIONS: Rc<Verifications> = Rc::default();
+}
+
+/// This isolate's [`Verifications`], shared by every request it serves.
+pub(super) fn verifications() -> Rc<Verifications> {
+    VERIFICATIONS.with(Rc::clone)
+}
 
 /// The platform clock: milliseconds since the epoch.
 pub fn now_ms() -> Millis {

@@ -106,7 +106,7 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
         }
         // How many bearer tokens and sessions the isolate keeps verified.
         "kept" => {
-            let kept = super::entry::verifications();
+            let kept = super::env::verifications();
             #[cfg(feature = "legacy")]
             let sessions = kept.sessions.len();
             #[cfg(not(feature = "legacy"))]
@@ -121,7 +121,7 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
         "jwt" => match crate::auth::vectors::run_with(
             &body,
             &super::webcrypto::WebCrypto,
-            &super::entry::verifications().tokens,
+            &super::env::verifications().tokens,
         )
         .await
         {
