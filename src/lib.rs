@@ -38,6 +38,7 @@ pub mod platform;
 pub mod prompts;
 pub mod protocol;
 pub mod resources;
+mod schema;
 pub mod server;
 mod sorted;
 pub mod store;

@@ -247,7 +247,7 @@ struct TypedAdapter<P>(P);
 
 impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
     fn describe(&self) -> PromptInfo {
-        let schema = crate::tools::schema_of::<P::Args>();
+        let schema = crate::schema::schema_of::<P::Args>();
         let required: Vec<&str> = schema
             .get("required")
             .and_then(Value::as_array)

@@ -14,7 +14,8 @@
 
 mod typed;
 
-pub use typed::{Start, Step, SyncTool, TaskTool, schema_of, sync_tool, task_tool};
+pub use crate::schema::schema_of;
+pub use typed::{Start, Step, SyncTool, TaskTool, sync_tool, task_tool};
 
 use std::collections::BTreeMap;
 
