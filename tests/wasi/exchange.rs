@@ -305,31 +305,55 @@ async fn the_start_up_check_keeps_its_instance() {
 const STUB: &str = include_str!("../fixtures/world-stub.wat");
 
 /// Changes to the stub's types as a component built from another version
-/// of `wit/world.wit` would have them, one export each: (the export, what
-/// the stub writes, what it writes instead).
-const CHANGES: [(&str, &str, &str); 3] = [
+/// of `wit/world.wit` would have them, one export each: (the export, each
+/// text the stub writes and what it writes instead).
+type Change = (&'static str, &'static [(&'static str, &'static str)]);
+
+const CHANGES: [Change; 4] = [
     (
         "mcp:tasks-edge/runner@0.1.0",
-        r#"(field "fenced" u32) "#,
-        "",
+        &[(r#"(field "fenced" u32) "#, "")],
     ),
     (
         "mcp:tasks-edge/exchange@0.1.0",
-        r#"(field "status" u16)"#,
-        r#"(field "status" u32)"#,
+        &[(r#"(field "status" u16)"#, r#"(field "status" u32)"#)],
     ),
     (
         "mcp:tasks-edge/diagnostics@0.1.0",
-        "(result u32 (error string))",
-        "(result u64 (error string))",
+        &[("(result u32 (error string))", "(result u64 (error string))")],
+    ),
+    // The handler's two resources swapped (a borrowed request instead of
+    // an owned one passes: wasmtime accepts either for a resource).
+    (
+        "wasi:http/incoming-handler@0.2.12",
+        &[
+            (
+                r#"(param "request" 14) (param "response-out" 15)"#,
+                r#"(param "request" 15) (param "response-out" 14)"#,
+            ),
+            (
+                r#"(param "request" 3) (param "response-out" 5)"#,
+                r#"(param "request" 5) (param "response-out" 3)"#,
+            ),
+            (
+                r#"(param "request" 9) (param "response-out" 10)"#,
+                r#"(param "request" 10) (param "response-out" 9)"#,
+            ),
+        ],
     ),
 ];
 
-/// The stub with one of [`CHANGES`] made wherever the type is written: its
-/// definition, the interface's import of it and its export.
-fn changed((_, from, to): (&str, &str, &str)) -> String {
-    assert_eq!(STUB.matches(from).count(), 3, "{from}");
-    STUB.replace(from, to)
+/// The stub with one of [`CHANGES`] made wherever the type is written: the
+/// component's own definition, the interface's import of it and its export.
+fn changed((_, edits): Change) -> String {
+    let written: usize = edits
+        .iter()
+        .map(|(from, _)| STUB.matches(from).count())
+        .sum();
+    assert_eq!(written, 3, "{edits:?}");
+    edits
+        .iter()
+        .fold(STUB.to_owned(), |text, (from, to)| text.replace(from, to))
 }
 
 /// The start-up check refuses a component whose exports have the world's
