@@ -12,7 +12,8 @@ use wasmtime::component::Component;
 use crate::runtime::{Clock, Runtime};
 use crate::sqlite::SqliteStore;
 use crate::support::{
-    T0, TempDir, caps, exchange_raw, host_binary, meta, raw, runtime, settings, standard_headers,
+    T0, TempDir, caps, exchange_raw, free_port, host_binary, meta, raw, runtime, settings,
+    standard_headers,
 };
 
 /// (method, path, headers, body)
@@ -402,11 +403,7 @@ async fn the_host_does_not_start_with_a_component_of_another_world() {
     let dir = TempDir::new("exchange-stub-host");
     let wat = dir.path().join("older.wat");
     std::fs::write(&wat, changed(CHANGES[0])).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut child = Command::new(bin)
         .args(["--port", &port.to_string(), "--data"])
         .arg(dir.path().join("data"))

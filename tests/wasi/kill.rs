@@ -11,16 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{TempDir, caps, host_binary, meta, standard_headers};
+use crate::support::{TempDir, caps, free_port, host_binary, meta, standard_headers};
 use crate::upstream::{Behave, Upstream};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A host process; killed (SIGKILL) when dropped.
 struct Host(Child);

@@ -119,6 +119,15 @@ pub fn host_binary() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/host")
 }
 
+/// A loopback port free a moment ago, for a host process to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(PathBuf);
 
