@@ -6,6 +6,7 @@
 //! benchmarks drive the same modules in process.
 
 pub mod affine;
+mod repeats;
 pub mod runtime;
 pub mod serve;
 pub mod sqlite;

@@ -25,6 +25,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 
+use crate::repeats::{Failure, RepeatLog};
 use crate::runtime::{AtCapacity, ExchangeRequest, ExchangeResponse, Runtime};
 
 /// Longest pause between ticks.
@@ -626,20 +627,30 @@ async fn serve_one(
 }
 
 async fn tick_loop(runtime: Arc<Runtime>, mut stopped: watch::Receiver<bool>, ticker: Arc<Ticker>) {
+    let mut failures = RepeatLog::new();
     loop {
         let now = runtime.clock().now_ms();
-        let mut wait = match runtime.tick(now).await {
-            Ok(report) => {
+        let (mut wait, line) = match runtime.tick(now).await {
+            Ok(report) => (
+                report.next_due.map_or(MAX_TICK_MS, |due| pause(due, now)),
                 if report.errors > 0 {
-                    eprintln!("host: tick: {report}");
-                }
-                report.next_due.map_or(MAX_TICK_MS, |due| pause(due, now))
-            }
+                    failures.failed(Failure::Errors, &format!("host: tick: {report}"), now)
+                } else {
+                    failures.recovered()
+                },
+            ),
             Err(e) => {
-                eprintln!("host: tick failed: {e:#}");
-                MAX_TICK_MS
+                let why = format!("{e:#}");
+                let line = format!("host: tick failed: {why}");
+                (
+                    MAX_TICK_MS,
+                    failures.failed(Failure::Failed(why), &line, now),
+                )
             }
         };
+        if let Some(line) = line {
+            eprintln!("{line}");
+        }
         // Publish the plan before taking the writes' due times: a request
         // that reads the old plan wrote before the take, and is seen here.
         let plan = |wait: u64| now.saturating_add(wait as i64);

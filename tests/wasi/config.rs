@@ -71,3 +71,59 @@ async fn no_auth_configured_serves_nothing() {
     assert_eq!(resp.json()["error"]["code"], -32603);
     assert_eq!(rt.traps(), 0);
 }
+
+/// The `host` binary started without its state secret, as an operator
+/// might: it serves (every request 503, above), and its ticker, whose
+/// every tick fails alike, writes that failure once rather than ten times
+/// a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_without_its_settings_writes_the_failing_tick_once() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let bin = crate::support::host_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build -p mcp-tasks-edge-host",
+        bin.display()
+    );
+    let dir = TempDir::new("config-host");
+    let port = crate::support::free_port();
+    let mut child = Command::new(bin)
+        .args(["--port", &port.to_string(), "--data"])
+        .arg(dir.path())
+        .env_remove("MCP_STATE_SECRET")
+        .env("MCP_AUTH", "insecure-local")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the host did not start");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Twenty ticks and more (one each 100 ms).
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("invalid configuration: MCP_STATE_SECRET is not set"),
+        "{stderr}"
+    );
+    let ticks: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("host: tick"))
+        .collect();
+    assert_eq!(ticks.len(), 1, "{stderr}");
+    assert!(ticks[0].contains("errors=1"), "{stderr}");
+}
