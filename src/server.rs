@@ -235,7 +235,7 @@ impl<'a> Mirror<'a> {
 
 /// Decodes the `=?base64?...?=` form of a header value; other values are
 /// returned as they are. A malformed sentinel decodes to `None`.
-fn decode_sentinel(v: &str) -> Option<std::borrow::Cow<'_, str>> {
+pub(crate) fn decode_sentinel(v: &str) -> Option<std::borrow::Cow<'_, str>> {
     match v
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))

@@ -232,3 +232,54 @@ fn a_task_tools_progress_shows_in_its_status_message_and_on_listen_streams() {
     );
     assert_eq!(h.get(&task)["status"], "completed");
 }
+
+/// A host that runs what [`answers_at_once`] calls complete through a
+/// one-call export (the component's `exchange`) has no stream to give: so
+/// every form of the `Mcp-Method` header that the header check accepts for
+/// a listen (spaces and tabs around it, `=?base64?…?=`) must be judged as
+/// one that may stream, and every request judged complete must answer
+/// without a stream.
+#[test]
+fn a_listen_is_judged_a_stream_in_every_form_its_header_may_take() {
+    use mcp_tasks_edge::http::{HttpRequest, answers_at_once};
+    let h = Harness::new();
+    let task = h.start("generate_report", json!({"size": "large"}));
+    let mut params = json!({"notifications": {"taskIds": [task]}});
+    params["_meta"] = meta(caps());
+    let msg =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params});
+    let body = serde_json::to_vec(&msg).unwrap();
+    let forms = [
+        "subscriptions/listen",
+        " \tsubscriptions/listen\t ",
+        "=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4=?=",
+        " =?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4=?= ",
+        // Not the body's method, or not a header at all: answered at once
+        // with the header check's error.
+        "=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4?=",
+        "=?base64?dG9vbHMvbGlzdA==?=",
+        "Subscriptions/Listen",
+    ];
+    let mut streams = 0;
+    for form in forms {
+        let mut hs = standard_headers(&msg);
+        for (k, v) in hs.iter_mut() {
+            if k.eq_ignore_ascii_case("mcp-method") {
+                *v = form.to_owned();
+            }
+        }
+        let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let req = HttpRequest {
+            method: "POST",
+            path: "/mcp",
+            headers: &refs,
+            body: &body,
+        };
+        let judged = answers_at_once(&req);
+        let resp = h.post_raw(&refs, &body);
+        let streamed = matches!(resp.body, HttpBody::Events(_));
+        assert_eq!(judged, !streamed, "{form:?}: {}", resp.status);
+        streams += usize::from(streamed);
+    }
+    assert_eq!(streams, 4, "the four forms the check accepts stream");
+}

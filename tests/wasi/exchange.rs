@@ -151,6 +151,24 @@ async fn exchange_and_wasi_http_answer_alike() {
     )
     .await;
     assert!(got.is_none());
+    // Also with its `Mcp-Method` header in the `=?base64?…?=` form, which
+    // the header check accepts (once run here, its stream had nowhere to
+    // go: a 500, and the listen's slot held for a lease).
+    let mut encoded = standard_headers(&listen);
+    for (k, v) in encoded.iter_mut() {
+        if k.eq_ignore_ascii_case("mcp-method") {
+            *v = "=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4=?=".to_owned();
+        }
+    }
+    let got = exchange_raw(
+        &rt,
+        "POST",
+        "/mcp",
+        &encoded,
+        serde_json::to_vec(&listen).unwrap(),
+    )
+    .await;
+    assert!(got.is_none(), "{got:?}");
     assert_eq!(rt.traps(), 0);
 }
 
