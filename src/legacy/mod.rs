@@ -158,7 +158,7 @@ fn version_header(req: &HttpRequest<'_>) -> Result<Option<&'static str>, ()> {
     let Some(v) = req.header("mcp-protocol-version") else {
         return Ok(None);
     };
-    let v = crate::limits::trimmed(v);
+    let v = crate::limits::trim_ows(v);
     VERSIONS
         .iter()
         .find(|s| **s == v)
@@ -216,7 +216,7 @@ pub(crate) async fn serve_scanned<S: Store>(
         Some(token) => match session::verify_kept(
             keys,
             &ctx.owner,
-            crate::limits::trimmed(token),
+            crate::limits::trim_ows(token),
             &server.verifications().sessions,
         ) {
             Some(s) => Some(s),
@@ -985,9 +985,9 @@ fn decode_cursor(cursor: &str) -> Option<(i64, String)> {
 mod tests {
     use super::*;
 
-    /// The version header is trimmed and matched once, for both `judge`
-    /// and `serve_scanned`: a version the adapter speaks, one it does not
-    /// (which `judge` leaves to the core), and none.
+    /// The version header is trimmed of spaces and tabs and matched once,
+    /// for both `judge` and `serve_scanned`: a version the adapter speaks,
+    /// one it does not (which `judge` leaves to the core), and none.
     #[test]
     fn the_version_header_is_trimmed_and_matched() {
         let version = |value: Option<&str>| {
@@ -1011,6 +1011,10 @@ mod tests {
         assert_eq!(version(Some("2025-03-26")), (Ok(Some("2025-03-26")), true));
         assert_eq!(version(Some("2026-07-28")), (Err(()), false));
         assert_eq!(version(Some("2025-11-2")), (Err(()), false));
+        // Only spaces and tabs are a field's optional white space (RFC
+        // 9110), as the core trims its headers.
+        assert_eq!(version(Some("2025-11-25\u{a0}")), (Err(()), false));
+        assert_eq!(version(Some("\u{85}2025-11-25")), (Err(()), false));
         assert_eq!(version(None), (Ok(None), false));
     }
 
