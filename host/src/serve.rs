@@ -420,9 +420,12 @@ fn with_header(
     resp
 }
 
+/// An error the host answers itself, before or without the component: its
+/// request's id is not known here, so it is `null`, as JSON-RPC 2.0 says.
 fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
+        "id": null,
         "error": {"code": code, "message": message},
     })
     .to_string();
