@@ -568,8 +568,9 @@ async fn serve_one(
         .and_then(|v| v.trim().parse::<u64>().ok());
     let small = match declared {
         Some(n) => n <= EXCHANGE_INLINE_MAX as u64,
-        // No declared length: only a bodyless request is sent whole.
-        None => req.method() != hyper::Method::POST,
+        // No declared length: only a request without a body (no
+        // `Transfer-Encoding` either) is sent whole, whatever its method.
+        None => req.body().is_end_stream(),
     };
     let timed_out = Arc::new(AtomicBool::new(false));
     let req = req.map(|body| Deadlined::new(body, limits.body_read_timeout, timed_out.clone()));
