@@ -424,20 +424,25 @@ fn apply(c: &Connection, op: &WriteOp) -> Result<Version, StoreError> {
         }
         WriteOp::Delete { key, expected } => {
             let expected = to_sql(*expected)?;
-            conditional(
-                c,
-                key,
-                "DELETE FROM entries WHERE key = ?1 AND version = ?2",
-                params![key, expected],
-                0,
-            )?;
+            // The floor first. A statement that fails may leave the
+            // transaction open with the statements before it, which the
+            // batch then commits: a floor raised for a delete that did not
+            // happen only makes later versions larger, but a delete stored
+            // without its floor would let a new entry of the key reuse a
+            // version an old writer still holds.
             c.prepare_cached(
                 "INSERT INTO floor (one, version) VALUES (0, ?1) \
                  ON CONFLICT (one) DO UPDATE SET version = MAX(version, excluded.version)",
             )
             .and_then(|mut s| s.execute(params![expected]))
             .map_err(unavailable)?;
-            Ok(0)
+            conditional(
+                c,
+                key,
+                "DELETE FROM entries WHERE key = ?1 AND version = ?2",
+                params![key, expected],
+                0,
+            )
         }
     }
 }
@@ -1299,5 +1304,74 @@ mod tests {
                 .unwrap();
             assert_eq!(stored == 1, answer.is_ok(), "{key}: {answer:?}");
         }
+    }
+
+    /// A delete is two statements (the version floor, the row). Either may
+    /// fail alone, as a full disk can make one statement fail and leave the
+    /// transaction open, and the batch then commits what ran before it:
+    /// what is stored must still be the answer given, and a key made again
+    /// must get a version above the one deleted.
+    #[test]
+    fn a_delete_that_fails_part_way_stores_what_it_answered() {
+        use super::{Reply, Write, WriteOp, commit_batch};
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(super::SCHEMA).unwrap();
+        let write = |conn: &mut rusqlite::Connection, op: WriteOp| {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            commit_batch(
+                conn,
+                vec![Write {
+                    op,
+                    reply: Reply::Blocking(tx),
+                }],
+            );
+            rx.recv().unwrap()
+        };
+        let put = |expected| WriteOp::Put {
+            key: "k".to_owned(),
+            expected,
+            body: "x".to_owned(),
+            due_at: None,
+        };
+        let delete = |expected| WriteOp::Delete {
+            key: "k".to_owned(),
+            expected,
+        };
+        let stored = |conn: &rusqlite::Connection| -> Option<i64> {
+            conn.query_row("SELECT version FROM entries WHERE key = 'k'", [], |r| {
+                r.get(0)
+            })
+            .ok()
+        };
+        assert_eq!(write(&mut conn, put(None)), Ok(1));
+        assert_eq!(write(&mut conn, put(Some(1))), Ok(2));
+        for (table, when) in [
+            ("floor", "INSERT"),
+            ("floor", "UPDATE"),
+            ("entries", "DELETE"),
+        ] {
+            conn.execute_batch(&format!(
+                "CREATE TRIGGER refuse BEFORE {when} ON {table} \
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END;"
+            ))
+            .unwrap();
+            let answer = write(&mut conn, delete(2));
+            assert!(answer.is_err(), "{table} {when}: {answer:?}");
+            assert_eq!(stored(&conn), Some(2), "{table} {when}: still there");
+            conn.execute_batch("DROP TRIGGER refuse").unwrap();
+            if when == "INSERT" {
+                // The floor's row exists from here on: the next case
+                // refuses its update.
+                conn.execute("INSERT INTO floor (one, version) VALUES (0, 0)", [])
+                    .unwrap();
+            }
+        }
+        assert_eq!(write(&mut conn, delete(2)), Ok(0));
+        assert_eq!(stored(&conn), None);
+        assert_eq!(
+            write(&mut conn, put(None)),
+            Ok(3),
+            "above the version deleted"
+        );
     }
 }

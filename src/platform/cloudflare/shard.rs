@@ -165,14 +165,18 @@ impl SqlStore {
         if current != Some(expected) {
             return Err(StoreError::Conflict { current });
         }
-        self.exec("DELETE FROM tasks WHERE key = ?", vec![key.into()])?;
         let version = i64::try_from(expected)
             .map_err(|_| StoreError::Unavailable("version overflow".into()))?;
+        // The floor first: a statement that fails does not undo the ones
+        // before it, and a delete stored without its floor would let a new
+        // entry of the key reuse a version an old writer still holds (a
+        // floor raised alone only makes later versions larger).
         self.exec(
             "INSERT INTO floor (one, version) VALUES (0, ?) \
              ON CONFLICT (one) DO UPDATE SET version = MAX(version, excluded.version)",
             vec![version.into()],
-        )
+        )?;
+        self.exec("DELETE FROM tasks WHERE key = ?", vec![key.into()])
     }
 
     /// The highest version of any key deleted here (0: none).
