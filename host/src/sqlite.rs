@@ -261,9 +261,10 @@ fn log_frames(c: &Connection) -> Option<u32> {
     // `c` does; its methods are SQLite's VFS, called as SQLite calls them:
     // `xShmMap` of region 0 at SQLite's own region size, without extending
     // it, hands back SQLite's mapping (made when `c` first read the log).
-    // The header is read with volatile reads of aligned words, as other
-    // processes may be writing it; a stale or mid-update value only makes
-    // the mark step aside a refresh early or late.
+    // The header is read with relaxed atomic loads of aligned words, as
+    // other connections and processes may be writing it; a stale or
+    // mid-update value only makes the mark step aside a refresh early or
+    // late.
     unsafe {
         let rc = ffi::sqlite3_file_control(
             c.handle(),
@@ -283,9 +284,12 @@ fn log_frames(c: &Connection) -> Option<u32> {
         if map(file, 0, REGION, 0, &raw mut region) != ffi::SQLITE_OK || region.is_null() {
             return None;
         }
-        let header = region.cast::<u32>();
-        (std::ptr::read_volatile(header) == 3_007_000)
-            .then(|| std::ptr::read_volatile(header.add(4)))
+        // The region is page-aligned, so each word is aligned for an atomic.
+        let word = |i: usize| {
+            std::sync::atomic::AtomicU32::from_ptr(region.cast::<u32>().add(i))
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        (word(0) == 3_007_000).then(|| word(4))
     }
 }
 
