@@ -61,6 +61,27 @@ struct Args {
     threads: usize,
 }
 
+/// The most connections `--max-connections` may allow.
+const MOST_CONNECTIONS: usize = 1 << 20;
+/// The most live instances `--max-instances` may allow.
+const MOST_INSTANCES: usize = 1 << 16;
+/// The longest `--header-timeout-ms` or `--body-timeout-ms`: a day.
+const MAX_TIMEOUT_MS: usize = 86_400_000;
+
+/// `text` as a count from 1 to `max`, or why not.
+fn bounded(name: &str, text: &str, max: usize) -> Result<usize> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => bail!("{name} must be a whole number from 1 to {max}, not {text:?}"),
+    }
+}
+
+/// `text` as a timeout of 1 ms to a day, or why not.
+fn millis(name: &str, text: &str) -> Result<std::time::Duration> {
+    let ms = bounded(name, text, MAX_TIMEOUT_MS)?;
+    Ok(std::time::Duration::from_millis(ms as u64))
+}
+
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         port: 8788,
@@ -98,14 +119,18 @@ fn parse_args() -> Result<Args> {
             "--sync" => args.sync = value("--sync")?.parse().map_err(anyhow::Error::msg)?,
             "--env" => args.pass_env.push(value("--env")?),
             "--max-connections" => {
-                args.limits.max_connections = value("--max-connections")?
-                    .parse()
-                    .context("--max-connections")?
+                args.limits.max_connections = bounded(
+                    "--max-connections",
+                    &value("--max-connections")?,
+                    MOST_CONNECTIONS,
+                )?
             }
             "--max-instances" => {
-                args.max_instances = value("--max-instances")?
-                    .parse()
-                    .context("--max-instances")?
+                args.max_instances = bounded(
+                    "--max-instances",
+                    &value("--max-instances")?,
+                    MOST_INSTANCES,
+                )?
             }
             "--tick-slices" => {
                 args.tick_slices = value("--tick-slices")?.parse().context("--tick-slices")?;
@@ -123,18 +148,12 @@ fn parse_args() -> Result<Args> {
                 }
             }
             "--header-timeout-ms" => {
-                args.limits.header_read_timeout = std::time::Duration::from_millis(
-                    value("--header-timeout-ms")?
-                        .parse()
-                        .context("--header-timeout-ms")?,
-                )
+                args.limits.header_read_timeout =
+                    millis("--header-timeout-ms", &value("--header-timeout-ms")?)?
             }
             "--body-timeout-ms" => {
-                args.limits.body_read_timeout = std::time::Duration::from_millis(
-                    value("--body-timeout-ms")?
-                        .parse()
-                        .context("--body-timeout-ms")?,
-                )
+                args.limits.body_read_timeout =
+                    millis("--body-timeout-ms", &value("--body-timeout-ms")?)?
             }
             "-h" | "--help" => {
                 println!(

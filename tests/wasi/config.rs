@@ -127,3 +127,51 @@ async fn a_host_without_its_settings_writes_the_failing_tick_once() {
     assert_eq!(ticks.len(), 1, "{stderr}");
     assert!(ticks[0].contains("errors=1"), "{stderr}");
 }
+
+/// Limits the host cannot keep (none at all, more than it can count, a
+/// timeout of nothing) are refused at start, naming the option, rather
+/// than taken as 1, as a panic on a serving thread, or as a timeout that
+/// closes every keep-alive connection.
+#[test]
+fn the_host_refuses_limits_it_cannot_keep() {
+    let dir = TempDir::new("config-limits");
+    for args in [
+        ["--max-connections", "0"],
+        ["--max-connections", "18446744073709551615"],
+        ["--max-instances", "0"],
+        ["--max-instances", "4294967296"],
+        ["--header-timeout-ms", "0"],
+        ["--body-timeout-ms", "0"],
+        ["--body-timeout-ms", "soon"],
+    ] {
+        let mut child = std::process::Command::new(crate::support::host_binary())
+            .args(["--port", &crate::support::free_port().to_string(), "--data"])
+            .arg(dir.path())
+            .args(args)
+            .env("MCP_AUTH", "insecure-local")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?}: the host started");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(!status.success(), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} must be a whole number from 1 to", args[0])),
+            "{args:?}: {stderr}"
+        );
+    }
+}
