@@ -155,13 +155,20 @@ fn parse_args() -> Result<Args> {
                 args.limits.body_read_timeout =
                     millis("--body-timeout-ms", &value("--body-timeout-ms")?)?
             }
+            "--shutdown-grace-ms" => {
+                let text = value("--shutdown-grace-ms")?;
+                args.limits.shutdown_grace = match text.as_str() {
+                    "0" => std::time::Duration::ZERO,
+                    _ => millis("--shutdown-grace-ms", &text)?,
+                }
+            }
             "-h" | "--help" => {
                 println!(
                     "usage: host [--port N] [--data DIR] [--component PATH] \
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
                      [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
                      [--max-instances N (128)] [--header-timeout-ms MS (10000)] \
-                     [--body-timeout-ms MS (30000)] \
+                     [--body-timeout-ms MS (30000)] [--shutdown-grace-ms MS (10000)] \
                      [--tick-slices N (8)] [--threads N (CPUs; 0: one shared runtime)]"
                 );
                 std::process::exit(0);
@@ -228,8 +235,11 @@ fn main() -> Result<()> {
             if args.tick { "on" } else { "off" }
         );
         shutdown_signal().await;
-        eprintln!("host: shutting down");
-        running.stop().await;
+        eprintln!("host: shutting down: answering the requests in progress");
+        let cut = running.stop().await;
+        if cut > 0 {
+            eprintln!("host: {cut} connections still open after the grace period are cut");
+        }
         Ok(())
     })
 }

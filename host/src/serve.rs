@@ -89,6 +89,10 @@ pub struct Limits {
     /// client trickling its body is answered 408 (a JSON-RPC error) and
     /// holds neither the connection nor an instance past it.
     pub body_read_timeout: Duration,
+    /// How long [`Running::stop`] waits for the connections' requests in
+    /// progress to be answered before it returns (and a process exiting
+    /// then cuts what is left, such as a listen stream).
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Limits {
@@ -97,6 +101,7 @@ impl Default for Limits {
             max_connections: 512,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -155,11 +160,15 @@ where
 }
 
 /// A running host; dropping it (or calling [`Running::stop`]) stops the
-/// listener and the ticker.
+/// listener and the ticker, and each connection once its request in
+/// progress is answered.
 pub struct Running {
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// A permit per open connection.
+    connections: Arc<Semaphore>,
+    limits: Limits,
 }
 
 impl Running {
@@ -167,11 +176,23 @@ impl Running {
         format!("http://{}/mcp", self.addr)
     }
 
-    /// Stops accepting connections and ticking, and waits for both loops.
-    pub async fn stop(mut self) {
+    /// Stops accepting connections and ticking, and waits for both loops;
+    /// then asks every connection to close once its request in progress
+    /// is answered (an idle one closes at once), and waits for them up to
+    /// [`Limits::shutdown_grace`]. Returns how many were still open then.
+    pub async fn stop(mut self) -> usize {
         let _ = self.stop.send(true);
         for t in self.tasks.drain(..) {
             let _ = t.await;
+        }
+        let all = self.limits.max_connections;
+        let n = u32::try_from(all).unwrap_or(u32::MAX);
+        let drained =
+            tokio::time::timeout(self.limits.shutdown_grace, self.connections.acquire_many(n))
+                .await;
+        match drained {
+            Ok(_) => 0,
+            Err(_) => all.saturating_sub(self.connections.available_permits()),
         }
     }
 }
@@ -258,10 +279,15 @@ pub fn start_on(
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let ticker = Arc::new(Ticker::new());
+    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let gate = Gate {
+        connections: connections.clone(),
+        stopped: stopped.clone(),
+    };
     let mut tasks = vec![tokio::spawn(accept_loop(
         runtime.clone(),
         listener,
-        stopped.clone(),
+        gate,
         ticker.clone(),
         mode,
         limits,
@@ -270,19 +296,44 @@ pub fn start_on(
     if tick {
         tasks.push(tokio::spawn(tick_loop(runtime, stopped, ticker)));
     }
-    Ok(Running { addr, stop, tasks })
+    Ok(Running {
+        addr,
+        stop,
+        tasks,
+        connections,
+        limits: Limits {
+            max_connections: limits.max_connections.max(1),
+            ..limits
+        },
+    })
+}
+
+/// The open connections' slots, and the host's stop signal.
+struct Gate {
+    connections: Arc<Semaphore>,
+    stopped: watch::Receiver<bool>,
+}
+
+/// What a connection holds while it is open: its slot, and the host's stop
+/// signal.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    stopped: watch::Receiver<bool>,
 }
 
 async fn accept_loop(
     runtime: Arc<Runtime>,
     listener: TcpListener,
-    mut stopped: watch::Receiver<bool>,
+    gate: Gate,
     ticker: Arc<Ticker>,
     mode: Mode,
     limits: Limits,
     workers: Vec<Handle>,
 ) {
-    let connections = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let Gate {
+        connections,
+        mut stopped,
+    } = gate;
     let mut next_worker = 0usize;
     loop {
         let (stream, _) = tokio::select! {
@@ -305,8 +356,12 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let runtime = runtime.clone();
         let ticker = ticker.clone();
+        let slot = Slot {
+            _permit: permit,
+            stopped: stopped.clone(),
+        };
         let Some(worker) = workers.get(next_worker % workers.len().max(1)) else {
-            tokio::spawn(connection(runtime, ticker, stream, mode, limits, permit));
+            tokio::spawn(connection(runtime, ticker, stream, mode, limits, slot));
             continue;
         };
         next_worker = next_worker.wrapping_add(1);
@@ -315,9 +370,7 @@ async fn accept_loop(
             Ok(std) => {
                 worker.spawn(async move {
                     match tokio::net::TcpStream::from_std(std) {
-                        Ok(stream) => {
-                            connection(runtime, ticker, stream, mode, limits, permit).await
-                        }
+                        Ok(stream) => connection(runtime, ticker, stream, mode, limits, slot).await,
                         Err(e) => eprintln!("host: a connection could not move to its worker: {e}"),
                     }
                 });
@@ -334,9 +387,12 @@ async fn connection(
     stream: tokio::net::TcpStream,
     mode: Mode,
     limits: Limits,
-    permit: OwnedSemaphorePermit,
+    slot: Slot,
 ) {
-    let _permit = permit;
+    let Slot {
+        _permit,
+        mut stopped,
+    } = slot;
     // One per connection: the clone each request takes writes to this
     // count only, not to the runtime's, which every serving thread shares.
     let served = Arc::new((runtime, ticker));
@@ -351,11 +407,21 @@ async fn connection(
             }
         }
     });
-    if let Err(e) = http1::Builder::new()
+    let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .serve_connection(TokioIo::new(stream), service)
-        .await
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let served = tokio::select! {
+        done = conn.as_mut() => done,
+        // The host stops (or the sender is gone): answer the request in
+        // progress, if any, with `connection: close`, then close.
+        () = async { drop(stopped.wait_for(|stop| *stop).await) } => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = served
         && !e.is_incomplete_message()
     {
         eprintln!("host: connection error: {e}");

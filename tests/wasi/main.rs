@@ -24,6 +24,7 @@ mod outbound;
 mod quotas;
 mod replicas;
 mod restart;
+mod shutdown;
 mod starter;
 mod support;
 mod tenancy;
