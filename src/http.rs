@@ -583,10 +583,10 @@ pub fn answers_at_once(req: &HttpRequest<'_>) -> bool {
 pub(crate) fn core_answers_at_once(req: &HttpRequest<'_>) -> bool {
     // A body that says otherwise fails the header check, at once. The
     // header is read as that check reads it: `=?base64?…?=` decoded.
-    !req.header("mcp-method")
+    req.header("mcp-method")
         .map(trim_ows)
         .and_then(crate::server::decode_sentinel)
-        .is_some_and(|m| m == crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
+        .is_none_or(|m| m != crate::protocol::methods::SUBSCRIPTIONS_LISTEN)
 }
 
 /// The request's [`Route`], and [`answers_at_once`] for it, from one
