@@ -404,6 +404,34 @@ async function storeContract(label) {
   });
 }
 
+// A delete is two statements in the shard (the version floor, then the
+// row). With a trigger planted that refuses the floor's write, the delete
+// must fail whole: the entry stays, and once it is deleted, a new entry of
+// the key starts above the version deleted.
+async function deleteFloorFirst() {
+  await test('a delete whose floor write fails leaves the entry as it was', async () => {
+    const key = `e2e_floor_${crypto.randomBytes(9).toString('base64url')}`;
+    const shard = async (op) => (await hook('shard', op)).reply;
+    check(typeof (await shard({ put: { key, expected: null, body: 'x', due_at: null } })).version === 'number', 'put');
+    const { version } = (await shard({ get: { key } })).entry;
+    const v = (await shard({ put: { key, expected: version, body: 'y', due_at: null } })).version;
+    check(v === version + 1, `second put: ${v}`);
+    for (const when of ['INSERT', 'UPDATE']) {
+      const planted = await shard({ exec: { key, sql: `CREATE TRIGGER refuse_floor_${when.toLowerCase()} BEFORE ${when} ON floor BEGIN SELECT RAISE(ABORT, 'refused'); END` } });
+      check(planted.version === 0, `trigger: ${JSON.stringify(planted)}`);
+    }
+    const refused = await shard({ delete: { key, expected: v } });
+    check(typeof refused.unavailable === 'string', `delete with the floor refused: ${JSON.stringify(refused)}`);
+    const kept = (await shard({ get: { key } })).entry;
+    check(kept !== null && kept.version === v, `the entry after the refused delete: ${JSON.stringify(kept)}`);
+    for (const when of ['insert', 'update']) await shard({ exec: { key, sql: `DROP TRIGGER refuse_floor_${when}` } });
+    check((await shard({ delete: { key, expected: v } })) === 'deleted', 'delete');
+    const again = (await shard({ put: { key, expected: null, body: 'z', due_at: null } })).version;
+    check(again > v, `made again at version ${again}, deleted at ${v}`);
+    check((await shard({ delete: { key, expected: again } })) === 'deleted', 'clean up');
+  });
+}
+
 async function jwtVectors() {
   await test('the shared JWS vectors pass with the Worker\'s WebCrypto verifier', async () => {
     const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
@@ -1163,6 +1191,7 @@ async function main() {
   figure(`wrangler dev startup (fresh state) ${server.startupMs} ms`);
   await httpEdges();
   await storeContract('do');
+  await deleteFloorFirst();
   await jwtVectors();
   await offCurveKey();
   await seedTranscript();

@@ -304,6 +304,8 @@ impl Shard {
             Op::NextDue => store.next_due_now().map(Reply::NextDue),
             #[cfg(feature = "test-hooks")]
             Op::Floor => store.floor().map(Reply::Version),
+            #[cfg(feature = "test-hooks")]
+            Op::Exec { sql, .. } => store.exec(&sql, Vec::new()).map(|()| Reply::Version(0)),
             Op::Sweep => return Reply::Swept(self.sweep("cron").await),
             #[cfg(feature = "test-hooks")]
             Op::AlarmGet => {

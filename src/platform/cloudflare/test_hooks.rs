@@ -6,7 +6,8 @@
 //! - `POST /__test/alarm {"taskId", "action": "get"|"delete"}`: read or
 //!   delete the alarm of the shard that owns a task (a lost alarm);
 //! - `POST /__test/shard {op}`: one raw operation on the shard that owns
-//!   `key`, bypassing the KV cache;
+//!   `key`, bypassing the KV cache (`exec` among them: one SQL statement,
+//!   to plant a fault);
 //! - `POST /__test/floor {"shard"}`: that shard's version floor (keys
 //!   created there now start above it);
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
@@ -189,8 +190,11 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 Err(e) => return bad(e),
             };
             let key = match &op {
-                Op::Get { key } | Op::Put { key, .. } | Op::Delete { key, .. } => key.clone(),
-                _ => return bad("only get, put and delete name a key"),
+                Op::Get { key }
+                | Op::Put { key, .. }
+                | Op::Delete { key, .. }
+                | Op::Exec { key, .. } => key.clone(),
+                _ => return bad("only get, put, delete and exec name a key"),
             };
             on_shard(&store, &key, &op).await
         }

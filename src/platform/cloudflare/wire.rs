@@ -119,6 +119,13 @@ pub enum Op {
     /// above).
     #[cfg(feature = "test-hooks")]
     Floor,
+    /// Test hooks: one SQL statement run on the shard that owns `key`, to
+    /// plant a fault (a trigger that refuses a write).
+    #[cfg(feature = "test-hooks")]
+    Exec {
+        key: String,
+        sql: String,
+    },
 }
 
 impl Op {
