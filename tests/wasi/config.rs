@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use crate::runtime::{Clock, Settings};
-use crate::support::{TempDir, env, meta, runtime, standard_headers};
+use crate::support::{HostProcess, TempDir, env, meta, runtime, standard_headers};
 
 async fn discover(rt: &std::sync::Arc<crate::runtime::Runtime>) -> crate::runtime::Collected {
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(json!({}))}});
@@ -78,44 +78,18 @@ async fn no_auth_configured_serves_nothing() {
 /// a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_its_settings_writes_the_failing_tick_once() {
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
-
-    let bin = crate::support::host_binary();
-    assert!(
-        bin.exists(),
-        "{} is missing: cargo build -p mcp-tasks-edge-host",
-        bin.display()
-    );
     let dir = TempDir::new("config-host");
-    let port = crate::support::free_port();
-    let mut child = Command::new(bin)
-        .args(["--port", &port.to_string(), "--data"])
-        .arg(dir.path())
-        .env_remove("MCP_STATE_SECRET")
-        .env("MCP_AUTH", "insecure-local")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the host did not start");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut host = HostProcess::spawn(
+        dir.path(),
+        &[],
+        &[("MCP_AUTH", "insecure-local")],
+        &["MCP_STATE_SECRET"],
+    );
+    host.listening().await;
     // Twenty ticks and more (one each 100 ms).
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert!(host.exit_within(std::time::Duration::ZERO).await.is_none());
+    let stderr = host.stderr();
     assert!(
         stderr.contains("invalid configuration: MCP_STATE_SECRET is not set"),
         "{stderr}"
@@ -132,8 +106,8 @@ async fn a_host_without_its_settings_writes_the_failing_tick_once() {
 /// timeout of nothing) are refused at start, naming the option, rather
 /// than taken as 1, as a panic on a serving thread, or as a timeout that
 /// closes every keep-alive connection.
-#[test]
-fn the_host_refuses_limits_it_cannot_keep() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_refuses_limits_it_cannot_keep() {
     let dir = TempDir::new("config-limits");
     for args in [
         ["--max-connections", "0"],
@@ -144,30 +118,12 @@ fn the_host_refuses_limits_it_cannot_keep() {
         ["--body-timeout-ms", "0"],
         ["--body-timeout-ms", "soon"],
     ] {
-        let mut child = std::process::Command::new(crate::support::host_binary())
-            .args(["--port", &crate::support::free_port().to_string(), "--data"])
-            .arg(dir.path())
-            .args(args)
-            .env("MCP_AUTH", "insecure-local")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{args:?}: the host started");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut host =
+            HostProcess::spawn(dir.path(), &args, &[("MCP_AUTH", "insecure-local")], &[]);
+        let Some(status) = host.exit_within(std::time::Duration::from_secs(30)).await else {
+            panic!("{args:?}: the host started");
         };
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        let stderr = host.stderr();
         assert!(!status.success(), "{args:?}: {stderr}");
         assert!(
             stderr.contains(&format!("{} must be a whole number from 1 to", args[0])),

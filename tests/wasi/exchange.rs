@@ -2,9 +2,8 @@
 //! the same status, content type and bytes for the same request (normal and
 //! hostile ones that change nothing), and `none` for a stream.
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use wasmtime::component::Component;
@@ -12,8 +11,7 @@ use wasmtime::component::Component;
 use crate::runtime::{Clock, Runtime};
 use crate::sqlite::SqliteStore;
 use crate::support::{
-    T0, TempDir, caps, exchange_raw, free_port, host_binary, meta, raw, runtime, settings,
-    standard_headers,
+    HostProcess, T0, TempDir, caps, exchange_raw, meta, raw, runtime, settings, standard_headers,
 };
 
 /// (method, path, headers, body)
@@ -412,42 +410,23 @@ async fn the_start_up_check_refuses_a_component_of_another_world() {
 /// exits at once with the check's reason, before it listens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_does_not_start_with_a_component_of_another_world() {
-    let bin = host_binary();
-    assert!(
-        bin.exists(),
-        "{} is missing: cargo build -p mcp-tasks-edge-host",
-        bin.display()
-    );
     let dir = TempDir::new("exchange-stub-host");
     let wat = dir.path().join("older.wat");
     std::fs::write(&wat, changed(CHANGES[0])).unwrap();
-    let port = free_port();
-    let mut child = Command::new(bin)
-        .args(["--port", &port.to_string(), "--data"])
-        .arg(dir.path().join("data"))
-        .arg("--component")
-        .arg(&wat)
-        .env("MCP_AUTH", "insecure-local")
-        .env("MCP_STATE_SECRET", "stub-test-state-secret-of-32-bytes!")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the host ran with a component of another world");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let wat_path = wat.to_string_lossy();
+    let mut host = HostProcess::spawn(
+        &dir.path().join("data"),
+        &["--component", &wat_path],
+        &[
+            ("MCP_AUTH", "insecure-local"),
+            ("MCP_STATE_SECRET", "stub-test-state-secret-of-32-bytes!"),
+        ],
+        &[],
+    );
+    let Some(status) = host.exit_within(Duration::from_secs(60)).await else {
+        panic!("the host ran with a component of another world");
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = host.stderr();
     assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("does not run in this host: its export mcp:tasks-edge/runner@0.1.0")
@@ -455,7 +434,7 @@ async fn the_host_does_not_start_with_a_component_of_another_world() {
         "{stderr}"
     );
     assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        std::net::TcpStream::connect(("127.0.0.1", host.port)).is_err(),
         "nothing listens on its port"
     );
 }

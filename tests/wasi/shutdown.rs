@@ -2,13 +2,13 @@
 //! deploy stops it: the request in progress is answered whole, an idle
 //! connection does not hold the exit back, and the process then exits 0.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{TempDir, free_port, host_binary};
+use crate::support::{HostProcess, TempDir};
 
 const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
@@ -29,37 +29,22 @@ async fn read_to_close(s: &mut TcpStream) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_the_request_in_progress_then_exits() {
-    let bin = host_binary();
-    assert!(
-        bin.exists(),
-        "{} is missing: cargo build -p mcp-tasks-edge-host",
-        bin.display()
-    );
     let dir = TempDir::new("shutdown");
-    let port = free_port();
-    let mut child = Command::new(bin)
-        .args(["--port", &port.to_string(), "--data"])
-        .arg(dir.path())
+    let mut host = HostProcess::spawn(
+        dir.path(),
         // Far longer than the test waits: an exit within it is the drain's.
-        .args(["--shutdown-grace-ms", "60000"])
-        .env("MCP_AUTH", "insecure-local")
-        .env(
-            "MCP_STATE_SECRET",
-            "shutdown-test-state-secret-of-32-bytes!",
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the host did not start");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        &["--shutdown-grace-ms", "60000"],
+        &[
+            ("MCP_AUTH", "insecure-local"),
+            (
+                "MCP_STATE_SECRET",
+                "shutdown-test-state-secret-of-32-bytes!",
+            ),
+        ],
+        &[],
+    );
+    host.listening().await;
+    let port = host.port;
 
     // A keep-alive connection, idle after one answer.
     let mut idle = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
@@ -76,15 +61,14 @@ async fn sigterm_answers_the_request_in_progress_then_exits() {
     busy.write_all(&whole.as_bytes()[..half]).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let term = Instant::now();
     let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &host.child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
-        child.try_wait().unwrap().is_none(),
+        host.child.try_wait().unwrap().is_none(),
         "the host exited with a request in progress"
     );
     // The idle connection was closed.
@@ -106,18 +90,10 @@ async fn sigterm_answers_the_request_in_progress_then_exits() {
     );
     assert!(answer.contains(r#""result""#), "{answer}");
 
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            term.elapsed() < Duration::from_secs(30),
-            "the host did not exit once its connections were done"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let Some(status) = host.exit_within(Duration::from_secs(30)).await else {
+        panic!("the host did not exit once its connections were done");
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let stderr = host.stderr();
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("host: shutting down"), "{stderr}");
     assert!(!stderr.contains("are cut"), "{stderr}");

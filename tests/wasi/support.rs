@@ -128,6 +128,90 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The [`host_binary`] run as a process on a [`free_port`], its stdout
+/// dropped and its stderr kept; killed when dropped.
+pub struct HostProcess {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl HostProcess {
+    /// Starts the host with `--data data` and `args`, with `env` set and
+    /// the variables in `unset` removed.
+    pub fn spawn(data: &Path, args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> Self {
+        let bin = host_binary();
+        assert!(
+            bin.exists(),
+            "{} is missing: cargo build -p mcp-tasks-edge-host",
+            bin.display()
+        );
+        let port = free_port();
+        let mut cmd = std::process::Command::new(bin);
+        cmd.args(["--port", &port.to_string(), "--data"])
+            .arg(data)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for name in unset {
+            cmd.env_remove(name);
+        }
+        HostProcess {
+            child: cmd.spawn().unwrap(),
+            port,
+        }
+    }
+
+    /// Waits until the host listens (at most 60 s).
+    pub async fn listening(&mut self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the host did not start");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Its exit status if it exits within `within`; `None` if it does not
+    /// (it is then killed).
+    pub async fn exit_within(
+        &mut self,
+        within: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Everything it wrote to stderr (once it has exited, or been killed).
+    pub fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut err, &mut text).unwrap();
+        }
+        text
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(PathBuf);
 
