@@ -10,8 +10,11 @@
 //!   answers `{"id": …}` (the same job for the same key);
 //! - `GET {JOB_API_URL}/jobs/{id}` answers `{"status": "running" |
 //!   "succeeded" | "failed", "result": …, "error": …}`;
-//! - 429 and 5xx are retried with backoff (honouring `Retry-After`), other
-//!   errors fail the task.
+//! - 429 and 5xx are retried with backoff (honouring `Retry-After`); the
+//!   API's other refusals and a job that failed complete the task with an
+//!   error result (`isError`), which the model sees and may act on; what
+//!   the server cannot get past (an origin off the allow-list, a malformed
+//!   answer, attempts used up) fails the task with a JSON-RPC error.
 //!
 //! Confirmation (`confirm_result`): `accept` with `confirmed: true` returns
 //! the result; `accept` with `false` or `decline` completes with
@@ -22,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::outbound::{OutboundError, OutboundRequest, OutboundResponse};
-use crate::protocol::tools::{ElicitAction, InputRequest, InputRequests};
+use crate::protocol::tools::{CallToolResult, ElicitAction, InputRequest, InputRequests};
 use crate::tools::{Requirements, Start, Step, StepContext, TaskSupport, TaskTool, form_schema};
 
 pub struct RunJob;
@@ -78,7 +81,12 @@ fn upstream_failure<S, O>(what: &str, r: Result<&OutboundResponse, &OutboundErro
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|s| s.saturating_mul(1000)),
         },
-        Ok(resp) => Step::Fail(format!("{what}: the job API answered {}", resp.status)),
+        // The API refused the job (its input, say): the model is told, in
+        // a completed task whose result is an error, and may try again.
+        Ok(resp) => Step::DoneWith(CallToolResult::error(format!(
+            "{what}: the job API answered {}",
+            resp.status
+        ))),
         Err(e @ OutboundError::NotAllowed(_)) => Step::Fail(format!("{what}: {e}")),
         Err(e) => Step::retry(format!("{what}: {e}")),
     }
@@ -176,10 +184,13 @@ impl TaskTool for RunJob {
                             message: Some("The job finished; waiting for confirmation.".to_owned()),
                         }
                     }
-                    "failed" => Step::Fail(format!(
+                    // The job ran and failed: the tool's answer, an error
+                    // result the model sees (a `failed` task is for the
+                    // server's own faults, a JSON-RPC error).
+                    "failed" => Step::DoneWith(CallToolResult::error(format!(
                         "The job failed: {}",
                         status.error.as_deref().unwrap_or("no reason given")
-                    )),
+                    ))),
                     _ => {
                         let wait = FIRST_POLL_MS
                             .saturating_mul(1u64 << polls.min(16))

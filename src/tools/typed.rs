@@ -145,7 +145,12 @@ pub enum Step<S, O> {
         error: String,
         after_ms: Option<u64>,
     },
-    /// The task fails with this message.
+    /// The task fails with this message: `failed`, a JSON-RPC error
+    /// (-32603). For what keeps the server from running the tool (a
+    /// setting missing, an answer it cannot read). An error the tool
+    /// reports to the model (an API refused the input, the work itself
+    /// failed) is a completed task with an error result instead:
+    /// `DoneWith(CallToolResult::error(…))`.
     Fail(String),
     /// The task ends `cancelled` (for example the user declined to go on).
     Cancel(String),

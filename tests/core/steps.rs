@@ -33,6 +33,8 @@ struct Upstream {
     submit: RefCell<VecDeque<u16>>,
     polls: Cell<u32>,
     jobs: RefCell<BTreeMap<String, (String, u32)>>,
+    /// Jobs end `failed` (with a reason) instead of `succeeded`.
+    jobs_fail: Cell<bool>,
 }
 
 fn respond(status: u16, body: Value) -> Result<OutboundResponse, OutboundError> {
@@ -73,6 +75,12 @@ impl Upstream {
                 if *left > 0 {
                     *left -= 1;
                     return respond(200, json!({"status": "running"}));
+                }
+                if self.jobs_fail.get() {
+                    return respond(
+                        200,
+                        json!({"status": "failed", "error": "the input has no rows"}),
+                    );
                 }
                 respond(
                     200,
@@ -260,6 +268,38 @@ fn an_upstream_failing_for_good_fails_the_task_after_the_maximum_attempts() {
         "{msg}"
     );
     assert_eq!(keys(&fake, "POST").len(), 3);
+}
+
+/// What the model should hear about is the tool's answer, not a fault of
+/// the server: the API refusing the job, or the job failing, completes the
+/// task with an error result (`failed` is for JSON-RPC errors only).
+#[test]
+fn a_refused_or_failed_job_completes_with_an_error_result() {
+    let refused = Rc::new(Upstream::default());
+    refused.submit.borrow_mut().push_back(422);
+    let (h, fake) = harness(refused, job_config());
+    let task = h.start("run_job", json!({"input": "x"}));
+    let t = h.run_until_settled(&task, 1_000, 5);
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["isError"], true, "{t}");
+    assert_eq!(
+        t["result"]["content"][0]["text"], "submit: the job API answered 422",
+        "{t}"
+    );
+    assert!(t.get("error").is_none(), "{t}");
+    assert_eq!(keys(&fake, "POST").len(), 1, "a refusal is not retried");
+
+    let failing = Rc::new(Upstream::default());
+    failing.jobs_fail.set(true);
+    let (h, _) = harness(failing, job_config());
+    let task = h.start("run_job", json!({"input": "empty.csv"}));
+    let t = h.run_until_settled(&task, 1_000, 10);
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["isError"], true, "{t}");
+    assert_eq!(
+        t["result"]["content"][0]["text"], "The job failed: the input has no rows",
+        "{t}"
+    );
 }
 
 #[test]
