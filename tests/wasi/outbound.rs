@@ -135,6 +135,28 @@ async fn an_origin_off_the_allow_list_is_refused() {
     assert!(up.seen().is_empty(), "nothing reached the API");
 }
 
+/// A redirect is not followed: the step sees the 307 itself (run_job
+/// completes with an error result), and neither the request nor its API
+/// key reaches the other origin, which the allow-list does not name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_origin_is_not_followed() {
+    let up = Upstream::start().await;
+    up.then(&[Behave::RedirectElsewhere]);
+    let dir = TempDir::new("outbound-redirect");
+    let clock = Clock::manual(T0);
+    let c = host(dir.path(), &clock, &up, &[]);
+    let task = c.start("run_job", json!({"input": "r"})).await;
+    let t = settle(&c, &clock, &task, 500, 5).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["isError"], true, "{t}");
+    assert_eq!(
+        t["result"]["content"][0]["text"], "submit: the job API answered 307",
+        "{t}"
+    );
+    let seen = up.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_dies_after_the_submit_repeats_it_with_the_same_key() {
     let up = Upstream::start().await;

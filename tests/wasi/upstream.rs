@@ -23,6 +23,9 @@ pub enum Behave {
     Status(u16),
     /// Received (and logged), then no answer for this long.
     Hang(Duration),
+    /// A 307 to the same path on `localhost` at the same port: another
+    /// origin (off an allow-list naming `127.0.0.1`), the same API.
+    RedirectElsewhere,
 }
 
 /// One request the API received.
@@ -77,6 +80,9 @@ async fn answer(
             .map(str::to_owned)
     };
     let key = header("idempotency-key");
+    let port = req.uri().port_u16().or_else(|| {
+        header("host").and_then(|h| h.rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+    });
     let seen = Seen {
         method: method.clone(),
         path: path.clone(),
@@ -102,6 +108,12 @@ async fn answer(
             return r;
         }
         Some(Behave::Hang(d)) => tokio::time::sleep(d).await,
+        Some(Behave::RedirectElsewhere) => {
+            let mut r = json_response(307, json!({"moved": true}));
+            let to = format!("http://localhost:{}{path}", port.unwrap_or(80));
+            r.headers_mut().insert("location", to.parse().unwrap());
+            return r;
+        }
         None => {}
     }
     let mut s = state.lock().unwrap();

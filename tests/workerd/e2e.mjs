@@ -318,6 +318,24 @@ async function outbound(upstream) {
     check(seen.every((s) => s.authorization === 'Bearer sk-e2e'), 'the API key reached the API');
   });
 
+  await test('run_job on workerd: a redirect to another origin is not followed', async () => {
+    upstream.submits.push({ redirect: true });
+    const before = upstream.seen.length;
+    const taskId = await startTask('run_job', { input: 'moved' });
+    const t = await waitFor(taskId, (x) => TERMINAL.has(x.status), 'complete', 30_000);
+    check(t.status === 'completed' && t.result?.isError === true
+      && t.result.content?.[0]?.text === 'submit: the job API answered 307', `task: ${JSON.stringify(t)}`);
+    const seen = upstream.seen.slice(before);
+    equal(seen.map((s) => [s.method, s.path]), [['POST', '/api/jobs']], 'only the first request reached the API');
+  });
+
+  await test('outbound on workerd: an answer with no body (204, HEAD) is an empty body', async () => {
+    let r = await hook('outbound', { method: 'DELETE', url: `${upstream.origin}/empty`, headers: [] });
+    check(r.status === 204 && r.body === '', `204: ${JSON.stringify(r)}`);
+    r = await hook('outbound', { method: 'HEAD', url: `${upstream.origin}/probe`, headers: [] });
+    check(r.status === 404 && r.body === '', `HEAD: ${JSON.stringify(r)}`);
+  });
+
   await test('outbound on workerd: the method, headers and body reach the API as the step gave them', async () => {
     const send = async (method, extra = {}) => {
       const before = upstream.seen.length;

@@ -8,7 +8,7 @@ import http from 'node:http';
 
 export class Upstream {
   constructor() {
-    this.submits = []; // { status } | { hangMs }
+    this.submits = []; // { status } | { hangMs } | { redirect: true }
     this.health = []; // statuses of the next GET /health (then 200)
     this.polls = 0;
     this.jobs = new Map(); // key -> { id, left }
@@ -46,7 +46,18 @@ export class Upstream {
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(body));
       };
+      // No body at all (a 204): an answer, not a failure, to the step.
+      if (req.url === '/empty') {
+        res.writeHead(204);
+        return res.end();
+      }
       const scripted = req.method === 'POST' ? this.submits.shift() : undefined;
+      // A 307 to the same path at another origin (localhost, the same
+      // API), which an allow-list naming 127.0.0.1 does not name.
+      if (scripted?.redirect) {
+        res.writeHead(307, { location: `http://localhost:${this.port}${req.url}` });
+        return res.end();
+      }
       if (scripted?.status) {
         return send(scripted.status, { error: 'scripted' }, scripted.status === 429 ? { 'retry-after': '1' } : {});
       }

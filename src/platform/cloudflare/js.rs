@@ -14,9 +14,12 @@ use wasm_bindgen_futures::JsFuture;
 use worker::{Env, Headers, Request, web_sys};
 
 /// A `Request` for `url`: `method` (upper case, as `fetch` sends it),
-/// `headers` if any, `body` if any. Redirects are followed, as `fetch`'s
-/// default. An error is the platform's message (a method workerd does not
-/// know, a body on a `GET`, a malformed URL).
+/// `headers` if any, `body` if any. Redirects are not followed
+/// (`redirect: "manual"`): a 3xx answer comes back as it is, as on the
+/// component, so that a task step's request never reaches an origin off
+/// the operator's allow-list through one (and its headers, an API key
+/// among them, never go there). An error is the platform's message (a
+/// method workerd does not know, a body on a `GET`, a malformed URL).
 pub fn request(
     url: &str,
     method: &str,
@@ -25,6 +28,7 @@ pub fn request(
 ) -> Result<Request, String> {
     let init = web_sys::RequestInit::new();
     init.set_method(method);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
     if let Some(headers) = headers {
         init.set_headers(headers.0.as_ref());
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use worker::{AbortController, Delay, Fetch, Headers};
+use worker::{AbortController, Delay, Fetch, Headers, ResponseBody};
 
 use super::js::request;
 use crate::outbound::{LocalFuture, Outbound, OutboundError, OutboundRequest, OutboundResponse};
@@ -56,6 +56,15 @@ async fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, O
     };
     let status = response.status_code();
     let headers = response.headers().entries().collect();
+    // No body at all (a 204, 304, or the answer to a HEAD): an empty one,
+    // not a failure.
+    if matches!(response.body(), ResponseBody::Empty) {
+        return Ok(OutboundResponse {
+            status,
+            headers,
+            body: Vec::new(),
+        });
+    }
     let mut stream = response.stream().map_err(failed)?;
     let reading = Box::pin(async move {
         let mut body = Vec::new();
