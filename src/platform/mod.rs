@@ -84,7 +84,7 @@ macro_rules! cloudflare_worker {
                 }
 
                 async fn alarm(&self) -> ::worker::Result<::worker::Response> {
-                    Ok(self.0.alarm().await)
+                    self.0.alarm().await
                 }
             }
         }

@@ -450,6 +450,31 @@ async function deleteFloorFirst() {
   });
 }
 
+// A sweep whose store reads fail (the table renamed away under the shard)
+// learns nothing of what is due next: it must set the alarm again soon,
+// not drop it (which left the shard's work to the cron backstop).
+async function sweepErrorRearms() {
+  await test('an alarm whose sweep cannot read the store is set again, not dropped', async () => {
+    const key = `e2e_alarm_${crypto.randomBytes(9).toString('base64url')}`;
+    const shard = async (op) => (await hook('shard', op)).reply;
+    const dueAt = Date.now() + 1_500;
+    const { version } = await shard({ put: { key, expected: null, body: 'x', due_at: dueAt } });
+    check(typeof version === 'number', 'put');
+    const renamed = await shard({ exec: { key, sql: 'ALTER TABLE tasks RENAME TO tasks_away' } });
+    check(renamed.version === 0, `rename: ${JSON.stringify(renamed)}`);
+    let alarm;
+    try {
+      // The alarm fires at dueAt, and its sweep fails on the store.
+      await sleep(Math.max(0, dueAt - Date.now()) + 2_500);
+      alarm = (await hook('alarm', { taskId: key, action: 'get' })).reply.alarm;
+    } finally {
+      await shard({ exec: { key, sql: 'ALTER TABLE tasks_away RENAME TO tasks' } });
+      await shard({ delete: { key, expected: version } });
+    }
+    check(typeof alarm === 'number', `the shard's alarm after a failing sweep: ${alarm}`);
+  });
+}
+
 async function jwtVectors() {
   await test('the shared JWS vectors pass with the Worker\'s WebCrypto verifier', async () => {
     const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
@@ -1210,6 +1235,7 @@ async function main() {
   await httpEdges();
   await storeContract('do');
   await deleteFloorFirst();
+  await sweepErrorRearms();
   await jwtVectors();
   await offCurveKey();
   await seedTranscript();

@@ -398,6 +398,10 @@ impl Shard {
         let tick = server.tick(now).await;
         let progress = tick.stepped + tick.purged + tick.cancelled > 0;
         let alarm_at = match tick.next_due {
+            // The store failed before the tick learnt what is due next (its
+            // due or next-due read): the work is still there, look again
+            // soon rather than drop the alarm.
+            None if tick.errors > 0 => Some(now + RETRY_MS),
             None => None,
             Some(n) if n > now => Some(n),
             // A backlog: continue at once, in a new invocation with its own
@@ -439,6 +443,7 @@ impl Shard {
         self.log_error(origin, why);
         let at = now + MISCONFIGURED_RETRY_MS;
         if let Err(e) = set_alarm_at(storage, at).await {
+            self.alarm_checked.set(false);
             self.log_error("set-alarm", &e.to_string());
         }
         SweepReport {
@@ -494,12 +499,20 @@ impl Shard {
 
     /// Advances the shard's due work and sets the next alarm (boxed: see
     /// [`EntryFuture`]).
-    pub fn alarm(&self) -> EntryFuture<'_, Response> {
-        // Errors are handled inside (the alarm is always set again), so the
-        // runtime's own retries are not needed.
+    ///
+    /// The sweep handles its own errors by setting the alarm again (soon,
+    /// after a store error). Only when that setting fails is the alarm
+    /// answered with an error, so that the runtime retries it.
+    pub fn alarm(&self) -> EntryFuture<'_, worker::Result<Response>> {
         Box::pin(async move {
             self.sweep("alarm").await;
-            ResponseBuilder::new().empty()
+            if self.alarm_checked.get() {
+                Ok(ResponseBuilder::new().empty())
+            } else {
+                Err(worker::Error::RustError(
+                    "the next alarm could not be set; the runtime retries this one".into(),
+                ))
+            }
         })
     }
 }
