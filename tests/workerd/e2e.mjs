@@ -475,6 +475,16 @@ async function sweepErrorRearms() {
   });
 }
 
+// tests/workerd/wrangler.toml sets MCP_POLL_INTERVAL_MS = 500 unquoted, so
+// wrangler passes a number: it counts, as "500" would.
+async function numericVar() {
+  await test('a number in [vars] is read as its text', async () => {
+    const taskId = await startTask('slow_compute', { seconds: 1, label: 'numeric var' });
+    const t = await getTask(taskId);
+    check(t.pollIntervalMs === 500, `pollIntervalMs ${t.pollIntervalMs}`);
+  });
+}
+
 async function jwtVectors() {
   await test('the shared JWS vectors pass with the Worker\'s WebCrypto verifier', async () => {
     const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
@@ -1236,6 +1246,7 @@ async function main() {
   await storeContract('do');
   await deleteFloorFirst();
   await sweepErrorRearms();
+  await numericVar();
   await jwtVectors();
   await offCurveKey();
   await seedTranscript();

@@ -5,6 +5,7 @@
 use std::cell::OnceCell;
 use std::rc::Rc;
 
+use wasm_bindgen::JsValue;
 use worker::{Date, Env, Headers, Response, ResponseBuilder, console_error, console_warn};
 
 use super::js::Kv;
@@ -32,9 +33,21 @@ pub fn now_ms() -> Millis {
     Date::now().as_millis() as Millis
 }
 
-/// Reads a variable or secret of the Worker's environment.
+/// Reads a variable or secret of the Worker's environment as text: a
+/// string as it is, and a number or a boolean as JavaScript writes it. An
+/// unquoted value in `[vars]` (`MCP_TASK_SHARDS = 64`) reaches the Worker
+/// as a number, and is read as `"64"` would be, not taken as absent.
 pub(super) fn env_lookup(env: &Env) -> impl Fn(&str) -> Option<String> + '_ {
-    move |name| env.var(name).ok().map(|v| v.to_string())
+    move |name| var_text(env, name)
+}
+
+fn var_text(env: &Env, name: &str) -> Option<String> {
+    let value = js_sys::Reflect::get(env, &JsValue::from_str(name)).ok()?;
+    if let Some(text) = value.as_string() {
+        return Some(text);
+    }
+    (value.as_f64().is_some() || value.as_bool().is_some())
+        .then(|| String::from(js_sys::Object::from(value).to_string()))
 }
 
 /// `server` with what a tool's step sees on the Worker: its settings (the
@@ -47,9 +60,7 @@ pub(super) fn with_step_env<S: crate::store::Store>(
 ) -> crate::server::Server<S> {
     let env = env.clone();
     server
-        .with_tool_settings(Box::new(move |name: &str| {
-            env.var(name).ok().map(|v| v.to_string())
-        }))
+        .with_tool_settings(Box::new(move |name: &str| var_text(&env, name)))
         .with_clock(now_ms)
         .with_log(|line| console_warn!("{line}"))
 }
