@@ -719,7 +719,7 @@ impl<S: Store> Server<S> {
             .await
             .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(p.task_id);
-        Ok(c.json(&ack()))
+        Ok(c.json(&self.complete(Value::Object(Map::new()))))
     }
 
     async fn tasks_cancel(&self, c: &Call<'_>, trace: &mut Trace) -> Result<Outcome, RpcError> {
@@ -731,7 +731,7 @@ impl<S: Store> Server<S> {
             .await
             .map_err(|e| trace.task_error(e))?;
         trace.task_id = Some(p.task_id);
-        Ok(c.json(&ack()))
+        Ok(c.json(&self.complete(Value::Object(Map::new()))))
     }
 
     async fn listen(&self, c: &Call<'_>) -> Result<Outcome, RpcError> {
@@ -1353,10 +1353,6 @@ fn round_spent() -> RpcError {
     RpcError::invalid_params(
         "Invalid requestState: this round was already answered; start the request again.",
     )
-}
-
-fn ack() -> Value {
-    json!({ "resultType": result_type::COMPLETE })
 }
 
 /// Phase two: the method's exact params type. A mismatch is -32602.

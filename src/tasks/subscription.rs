@@ -151,11 +151,16 @@ impl Subscription {
         self.tasks.is_empty() || now >= self.ends_at
     }
 
-    /// The graceful end: the listen request's result.
+    /// The graceful end: the listen request's result (its `_meta` names
+    /// the subscription and, as every result's does, the server).
     pub fn closing(&self) -> Vec<u8> {
+        let mut meta = self.meta();
+        if let Value::Object(m) = &mut meta {
+            m.insert(meta_keys::SERVER_INFO.to_owned(), self.server_info.clone());
+        }
         result_bytes(
             &self.id,
-            &json!({ "resultType": result_type::COMPLETE, "_meta": self.meta() }),
+            &json!({ "resultType": result_type::COMPLETE, "_meta": meta }),
         )
     }
 }

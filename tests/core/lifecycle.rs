@@ -44,7 +44,7 @@ fn partial_update_keeps_the_task_waiting_and_lists_only_outstanding_keys() {
         &task,
         json!({"approval": accept(json!({"name": "partial-1", "confirm": true}))}),
     );
-    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    assert_eq!(ack["result"], crate::support::ack());
     let t = h.get(&task);
     assert_eq!(t["status"], "input_required");
     assert_eq!(input_keys(&t), ["reviewer"]);
@@ -56,7 +56,7 @@ fn partial_update_keeps_the_task_waiting_and_lists_only_outstanding_keys() {
         &task,
         json!({"approval": accept(json!({"confirm": false})), "unknown-key": {"ignored": true}}),
     );
-    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    assert_eq!(ack["result"], crate::support::ack());
     assert_eq!(h.store.len(), before);
     assert_eq!(h.status(&task), "input_required");
 
@@ -180,13 +180,13 @@ fn cancel_while_waiting_on_a_timer_is_immediate() {
     let h = Harness::new();
     let task = h.start("slow_compute", json!({"seconds": 60, "label": "x"}));
     let (_, ack) = h.send("tasks/cancel", json!({"taskId": task}));
-    assert_eq!(ack["result"], json!({"resultType": "complete"}));
+    assert_eq!(ack["result"], crate::support::ack());
     let t = h.get(&task);
     assert_eq!(t["status"], "cancelled");
     assert!(t.get("result").is_none() && t.get("error").is_none());
     // Idempotent, and the runner has nothing left to do.
     let (_, again) = h.send("tasks/cancel", json!({"taskId": task}));
-    assert_eq!(again["result"], json!({"resultType": "complete"}));
+    assert_eq!(again["result"], crate::support::ack());
     h.advance(61_000);
     assert_eq!(h.tick().stepped, 0);
     assert_eq!(h.status(&task), "cancelled");
@@ -219,7 +219,7 @@ fn cancel_on_a_terminal_task_acks_and_changes_nothing() {
     let (status, ack) = h.send("tasks/cancel", json!({"taskId": task}));
     assert_eq!(
         (status, ack["result"].clone()),
-        (200, json!({"resultType": "complete"}))
+        (200, crate::support::ack())
     );
     assert_eq!(h.get(&task), done);
 }

@@ -112,7 +112,10 @@ fn snapshots_follow_the_task_to_completion() {
     );
     assert_eq!(
         last["result"],
-        json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}})
+        json!({"resultType": "complete", "_meta": {
+            "io.modelcontextprotocol/subscriptionId": "listen-1",
+            "io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-edge", "version": "0.1.0"},
+        }})
     );
     assert!(ended);
 }

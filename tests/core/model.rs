@@ -131,7 +131,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         json!({"taskId": t.id, "inputResponses": {"confirm": answer}}),
                     );
                     if t.visible(now) {
-                        prop_assert_eq!(&r["result"], &json!({"resultType": "complete"}));
+                        prop_assert_eq!(&r["result"], &crate::support::ack());
                         if t.status == St::InputRequired {
                             t.status = St::Working;
                             t.due = now;
@@ -145,7 +145,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 if let Some(t) = tasks.get_mut(i) {
                     let (_, r) = h.send("tasks/cancel", json!({"taskId": t.id}));
                     if t.visible(now) {
-                        prop_assert_eq!(&r["result"], &json!({"resultType": "complete"}));
+                        prop_assert_eq!(&r["result"], &crate::support::ack());
                         if matches!(t.status, St::Working | St::InputRequired) {
                             t.status = St::Cancelled;
                         }

@@ -230,3 +230,12 @@ pub fn claimed(
         other => panic!("expected a claim, got {other:?}"),
     }
 }
+
+/// The result of an acknowledged `tasks/update` or `tasks/cancel`: complete,
+/// with the server's info in `_meta`, as every result carries it.
+pub fn ack() -> Value {
+    json!({
+        "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-edge", "version": "0.1.0"}},
+    })
+}
