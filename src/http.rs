@@ -514,9 +514,11 @@ async fn serve_checked<S: Store>(
         };
         let media = trim_ows(media);
         if !media.eq_ignore_ascii_case("application/json") {
+            // The id is echoed if the body has one to read.
+            let id = crate::protocol::jsonrpc::id_of(req.body);
             return HttpResponse::rpc_error(
                 415,
-                None,
+                id.as_ref(),
                 &RpcError::invalid_request("The body must be application/json."),
             );
         }

@@ -430,7 +430,15 @@ fn http_level_refusals() {
     assert_eq!(h.post_raw(&refs, &big).status, 413);
     refs.retain(|(n, _)| *n != "content-type");
     refs.push(("content-type", "text/plain"));
-    assert_eq!(h.post_raw(&refs, &body).status, 415);
+    let r = h.post_raw(&refs, &body);
+    assert_eq!(r.status, 415);
+    // The request's id is echoed: the body could be read.
+    assert_eq!(crate::support::body_json(&r)["id"], 1);
+    assert_eq!(
+        crate::support::body_json(&h.post_raw(&refs, b"id=1")).get("id"),
+        Some(&Value::Null),
+        "no id to read: null"
+    );
     // Optional whitespace around a value is spaces and tabs only; other
     // white space stays part of the value and is judged with it.
     refs.retain(|(n, _)| *n != "content-type");
