@@ -228,6 +228,13 @@ pub trait TaskTool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
 
     /// What the client must support; by default the tasks extension.
+    ///
+    /// A typed task tool always answers with a task. With
+    /// [`TaskSupport::Optional`], a 2025-11-25 client that calls it without
+    /// `params.task` has its call held open until the task ends, but a
+    /// 2026-07-28 client that did not declare the extension is refused with
+    /// -32021 as with `Required`: a tool that answers such a client
+    /// synchronously implements [`Tool`](super::Tool) itself.
     fn requirements(&self) -> Requirements {
         Requirements::new(TaskSupport::Required)
     }
