@@ -685,6 +685,10 @@ enum StreamState {
 pub struct EventStream {
     source: Source,
     last_sent: Option<Millis>,
+    /// The wait a keep-alive was sent in place of: the next call returns
+    /// it, so that the stream still waits (and an adapter still checks its
+    /// budget) before it polls again.
+    owed_wait: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -711,6 +715,7 @@ impl EventStream {
                 poll_now: true,
             }),
             last_sent: None,
+            owed_wait: None,
         }
     }
 
@@ -719,6 +724,7 @@ impl EventStream {
         EventStream {
             source: Source::Frames(frames.iter().map(|f| sse_event(f)).collect()),
             last_sent: None,
+            owed_wait: None,
         }
     }
 
@@ -739,6 +745,7 @@ impl EventStream {
                 streams.into(),
             ),
             last_sent: None,
+            owed_wait: None,
         }
     }
 
@@ -747,6 +754,7 @@ impl EventStream {
         EventStream {
             source: Source::Legacy(Box::new(stream)),
             last_sent: None,
+            owed_wait: None,
         }
     }
 
@@ -777,6 +785,9 @@ impl EventStream {
 
     /// The next thing to do: send a frame, wait, or end.
     pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
+        if let Some(ms) = self.owed_wait.take() {
+            return Next::Wait(ms);
+        }
         let next = match &mut self.source {
             Source::Listen(l) => l.advance(server.store(), now).await,
             Source::Frames(f) => f.pop_front().map_or(Next::End, Next::Send),
@@ -800,8 +811,9 @@ impl EventStream {
         };
         match next {
             Next::Send(_) => self.last_sent = Some(now),
-            Next::Wait(_) if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) => {
+            Next::Wait(ms) if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) => {
                 self.last_sent = Some(now);
+                self.owed_wait = Some(ms);
                 return Next::Send(KEEP_ALIVE.to_vec());
             }
             _ => {}

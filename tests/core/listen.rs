@@ -286,3 +286,34 @@ fn a_listen_is_judged_a_stream_in_every_form_its_header_may_take() {
     }
     assert_eq!(streams, 4, "the four forms the check accepts stream");
 }
+
+/// A keep-alive takes the place of a wait, not of the wait and the poll
+/// after it: the next call still waits the interval (where an adapter also
+/// checks its subrequest budget) before the stream polls again.
+#[test]
+fn after_a_keep_alive_the_stream_waits_before_it_polls() {
+    let h = Harness::new();
+    let task = h.start("slow_compute", json!({"seconds": 600, "label": "quiet"}));
+    let (_, mut stream) = open(&h, json!([task]));
+    let (_, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    // Fifteen seconds and more without a frame: the poll that finds
+    // nothing new sends a keep-alive in place of its wait.
+    h.advance(16_000);
+    let Next::Send(b) = block_on(stream.next(&h.server, h.now.get())) else {
+        panic!("no keep-alive")
+    };
+    assert_eq!(b, mcp_tasks_edge::http::KEEP_ALIVE);
+    // The task changes at once; the stream still waits before it polls.
+    let (status, _) = h.send("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(status, 200);
+    let Next::Wait(ms) = block_on(stream.next(&h.server, h.now.get())) else {
+        panic!("polled right after the keep-alive")
+    };
+    h.advance(ms as i64);
+    let (frames, _) = drain(&h, &mut stream);
+    assert!(
+        frames.iter().any(|f| f["params"]["status"] == "cancelled"),
+        "{frames:?}"
+    );
+}
