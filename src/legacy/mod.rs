@@ -469,8 +469,7 @@ async fn dispatch<S: Store>(
             // they are, never parsed into values.
             let p: TaskParams = params(raw, method)?;
             let snapshot = own_snapshot(server, lc, &p.task_id).await?;
-            let task: TaskFields<'_> = crate::json::from_str(&snapshot)
-                .map_err(|_| RpcError::internal("Internal error: a task could not be read."))?;
+            let task = TaskFields::read(&snapshot)?;
             trace.task_id = Some(p.task_id);
             Ok(Answer::Json(result_bytes(id, &task)))
         }
@@ -858,13 +857,16 @@ async fn own_task<S: Store>(server: &Server<S>, lc: &Ctx<'_>, id: &str) -> Resul
 }
 
 /// A task's 2025-11-25 fields, borrowed from a stored snapshot as raw JSON
-/// (the same renames as [`task_object`]).
+/// (the same renames as [`task_object`]; see [`TaskFields::read`]).
 #[derive(Deserialize, serde::Serialize)]
 struct TaskFields<'a> {
     #[serde(rename = "taskId", borrow)]
     task_id: &'a RawValue,
     #[serde(borrow)]
     status: &'a RawValue,
+    /// Only whether the result is an error, for the status.
+    #[serde(default, skip_serializing)]
+    result: Option<ErrorFlag>,
     #[serde(
         rename = "statusMessage",
         borrow,
@@ -885,6 +887,34 @@ struct TaskFields<'a> {
     poll_interval: &'a RawValue,
 }
 
+/// Whether a tool result is an error (`isError: true`).
+#[derive(Deserialize)]
+struct ErrorFlag {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+}
+
+/// `"failed"` as raw JSON, for [`TaskFields::read`].
+static FAILED: std::sync::LazyLock<Option<Box<RawValue>>> =
+    std::sync::LazyLock::new(|| RawValue::from_string("\"failed\"".to_owned()).ok());
+
+impl<'a> TaskFields<'a> {
+    /// The fields of the stored `snapshot`. A task completed with an error
+    /// result (`isError: true`) is `failed` here: 2025-11-25 counts a tool's
+    /// error result as a failure, where 2026-07-28 counts it as a
+    /// completion. `tasks/result` still answers that result.
+    fn read(snapshot: &'a str) -> Result<Self, RpcError> {
+        let mut task: TaskFields<'a> = crate::json::from_str(snapshot)
+            .map_err(|_| RpcError::internal("Internal error: a task could not be read."))?;
+        if task.result.as_ref().is_some_and(|r| r.is_error)
+            && let Some(failed) = FAILED.as_deref()
+        {
+            task.status = failed;
+        }
+        Ok(task)
+    }
+}
+
 fn is_terminal(snapshot: &Value) -> bool {
     matches!(
         snapshot.get("status").and_then(Value::as_str),
@@ -892,9 +922,19 @@ fn is_terminal(snapshot: &Value) -> bool {
     )
 }
 
-/// A task in 2025-11-25 shape, from the stored (2026-07-28) snapshot.
+/// A task in 2025-11-25 shape, from the stored (2026-07-28) snapshot: a
+/// task completed with an error result is `failed` (see
+/// [`TaskFields::read`]).
 pub fn task_object(snapshot: &Value) -> Value {
     let mut task = Map::new();
+    let error_result = snapshot
+        .get("result")
+        .and_then(|r| r.get("isError"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    if error_result {
+        task.insert("status".to_owned(), Value::from("failed"));
+    }
     for (from, to) in [
         ("taskId", "taskId"),
         ("status", "status"),
@@ -904,7 +944,9 @@ pub fn task_object(snapshot: &Value) -> Value {
         ("ttlMs", "ttl"),
         ("pollIntervalMs", "pollInterval"),
     ] {
-        if let Some(v) = snapshot.get(from) {
+        if let Some(v) = snapshot.get(from)
+            && !(error_result && from == "status")
+        {
             task.insert(to.to_owned(), v.clone());
         }
     }
@@ -1097,6 +1139,24 @@ mod tests {
         let text = snap.to_string();
         let fields: TaskFields<'_> = crate::json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_value(&fields).unwrap(), want);
+        // A completion with an error result is a failure in 2025-11-25.
+        let error_result = json!({"taskId": "t", "status": "completed", "createdAt": "a",
+            "lastUpdatedAt": "b", "ttlMs": 5, "pollIntervalMs": 7,
+            "result": {"content": [], "isError": true}});
+        let want_failed = json!({"taskId": "t", "status": "failed", "createdAt": "a",
+            "lastUpdatedAt": "b", "ttl": 5, "pollInterval": 7});
+        assert_eq!(task_object(&error_result), want_failed);
+        let text = error_result.to_string();
+        let fields = TaskFields::read(&text).unwrap();
+        assert_eq!(serde_json::to_value(&fields).unwrap(), want_failed);
+        let mut fine = error_result.clone();
+        fine["result"]["isError"] = json!(false);
+        assert_eq!(task_object(&fine)["status"], "completed");
+        let text = fine.to_string();
+        assert_eq!(
+            serde_json::to_value(TaskFields::read(&text).unwrap()).unwrap()["status"],
+            "completed"
+        );
         let with_message = json!({"taskId": "t", "status": "failed", "statusMessage": "x",
             "createdAt": "a", "lastUpdatedAt": "b", "ttlMs": null, "pollIntervalMs": 7});
         let text = with_message.to_string();

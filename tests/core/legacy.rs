@@ -355,6 +355,29 @@ fn a_task_call_answered_at_once_is_a_completed_task() {
     assert_eq!(h.tick().due, 0);
 }
 
+/// 2025-11-25 counts a tool's error result as a failed task (2026-07-28
+/// as a completed one): the same stored task reads `failed` through the
+/// adapter, and `tasks/result` answers the error result itself.
+#[test]
+fn a_task_ended_by_a_tool_error_is_failed_for_a_2025_11_25_client() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "failing_job", "arguments": {}, "task": {}}),
+    );
+    let id = created["task"]["taskId"].as_str().unwrap().to_owned();
+    h.advance(1_500);
+    assert_eq!(h.tick().finished, 1);
+    assert_eq!(h.status(&id), "completed", "as the core stores it");
+    let task = c.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(task["status"], "failed", "{task}");
+    let listed = c.ok("tasks/list", json!({}));
+    assert_eq!(listed["tasks"][0]["status"], "failed", "{listed}");
+    let result = c.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(result["isError"], true, "{result}");
+}
+
 #[test]
 fn a_held_result_ends_with_32001_at_its_bound_and_the_task_goes_on() {
     let h = Harness::new();
