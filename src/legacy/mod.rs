@@ -679,11 +679,20 @@ async fn tools_call<S: Store>(
         .tools()
         .get(&p.name)
         .map_or(TaskSupport::Never, |t| t.requirements().tasks);
-    let as_task = p.task.is_some() && support != TaskSupport::Never && lc.version >= TASKS_SINCE;
-    if support == TaskSupport::Required && !as_task {
+    let tasks_known = lc.version >= TASKS_SINCE;
+    let as_task = p.task.is_some() && support != TaskSupport::Never && tasks_known;
+    // A version without tasks knows no task support: its call of a
+    // task-only tool is held open until the task ends, as any other.
+    if support == TaskSupport::Required && !as_task && tasks_known {
         return Err(RpcError::new(
             ErrorCode::METHOD_NOT_FOUND,
             "This tool runs only as a task (its taskSupport is \"required\"): call it with params.task.",
+        ));
+    }
+    if support == TaskSupport::Never && p.task.is_some() && tasks_known {
+        return Err(RpcError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "This tool does not run as a task (its taskSupport is \"forbidden\"): call it without params.task.",
         ));
     }
     let (name, tool) = server.tool_for(&p.name, &caps, trace)?;

@@ -15,24 +15,31 @@ struct Legacy<'a> {
     h: &'a Harness,
     session: Option<String>,
     next: i64,
+    version: &'static str,
 }
 
 impl<'a> Legacy<'a> {
     fn connect(h: &'a Harness, capabilities: Value) -> Self {
+        Self::connect_as(h, V, capabilities)
+    }
+
+    /// A client of protocol `version` (2025-03-26 and later).
+    fn connect_as(h: &'a Harness, version: &'static str, capabilities: Value) -> Self {
         let mut c = Legacy {
             h,
             session: None,
             next: 1,
+            version,
         };
         let r = c.raw(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": V, "capabilities": capabilities,
+                "protocolVersion": version, "capabilities": capabilities,
                 "clientInfo": {"name": "legacy-test", "version": "1"}}}),
             false,
         );
         assert_eq!(r.status, 200);
         let v = body_json(&r);
-        assert_eq!(v["result"]["protocolVersion"], V, "{v}");
+        assert_eq!(v["result"]["protocolVersion"], version, "{v}");
         c.session = Some(r.header("mcp-session-id").expect("a session").to_owned());
         let r = c.raw(
             &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -45,7 +52,7 @@ impl<'a> Legacy<'a> {
     fn raw(&self, msg: &Value, with_headers: bool) -> HttpResponse {
         let mut headers = vec![("content-type", "application/json")];
         if with_headers {
-            headers.push(("mcp-protocol-version", V));
+            headers.push(("mcp-protocol-version", self.version));
             if let Some(s) = &self.session {
                 headers.push(("mcp-session-id", s.as_str()));
             }
@@ -136,6 +143,7 @@ fn initialize_negotiates_and_issues_a_bound_session() {
         h: &h,
         session: c.session.clone(),
         next: 1,
+        version: V,
     };
     assert_eq!(c2.send("ping", json!({})).status, 200);
     assert_eq!(body_json(&c2.send("ping", json!({})))["result"], json!({}));
@@ -150,6 +158,7 @@ fn initialize_negotiates_and_issues_a_bound_session() {
         h: &bob,
         session: c.session.clone(),
         next: 1,
+        version: V,
     };
     let r = c3.raw(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}), true);
     assert_eq!(r.status, 404);
@@ -188,6 +197,34 @@ fn tools_list_and_synchronous_calls() {
         json!({"name": "generate_report", "arguments": {"size": "small"}}),
     ));
     assert_eq!(v["error"]["code"], -32601);
+    // A task-forbidden tool called as a task: -32601 too (the spec's SHOULD).
+    let v = body_json(&c.send(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}, "task": {}}),
+    ));
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+}
+
+/// A version before 2025-11-25 has no tasks, so no task support: its call
+/// of a task-only tool is held open until the task ends, as a call of any
+/// other task tool is, rather than refused for want of `params.task`.
+#[test]
+fn a_client_without_tasks_calls_a_task_only_tool_and_waits_for_it() {
+    let h = Harness::new();
+    let mut c = Legacy::connect_as(&h, "2025-06-18", json!({}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "failing_job", "arguments": {}}),
+    ));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended && frames.is_empty(), "{frames:?}");
+    h.advance(1_500);
+    h.tick();
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let last = frames.last().unwrap();
+    assert_eq!(last["id"], 1, "{last}");
+    assert_eq!(last["result"]["isError"], true, "{last}");
 }
 
 #[test]
