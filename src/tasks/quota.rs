@@ -220,12 +220,16 @@ impl Outstanding {
         // per_minute tokens per 60,000 ms, in thousandths of a token.
         let refill = elapsed.saturating_mul(u64::from(per_minute)) / 60;
         let tokens = tokens.saturating_add(refill).min(full);
+        // The bucket's time never goes back: a request whose clock is
+        // behind (another replica's, or one read before a slow body)
+        // would otherwise have the time between counted twice.
+        let stamp = now.max(at);
         if tokens < 1_000 {
-            self.bucket = Some((tokens, now));
+            self.bucket = Some((tokens, stamp));
             let missing = 1_000 - tokens;
             return Err((missing * 60).div_ceil(u64::from(per_minute)).max(1));
         }
-        self.bucket = Some((tokens - 1_000, now));
+        self.bucket = Some((tokens - 1_000, stamp));
         Ok(())
     }
 }
@@ -550,6 +554,22 @@ async fn rescan<S: Store>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request whose clock is behind the bucket's refills nothing and
+    /// does not move the bucket's time back, so the time between is not
+    /// counted a second time.
+    #[test]
+    fn a_clock_behind_the_bucket_refills_nothing_twice() {
+        let mut o = Outstanding::default();
+        for _ in 0..10 {
+            assert_eq!(o.take_token(10, 60_000), Ok(()));
+        }
+        assert!(o.take_token(10, 60_000).is_err());
+        assert!(o.take_token(10, 0).is_err(), "60 s behind: still empty");
+        assert!(o.take_token(10, 60_000).is_err(), "and still empty now");
+        // One token comes back 6 s after the bucket's own time.
+        assert_eq!(o.take_token(10, 66_000), Ok(()));
+    }
 
     #[test]
     fn the_bucket_refills_continuously() {
