@@ -114,7 +114,10 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
         headers: &headers,
         body: &body,
     };
-    let response = http::handle(&server, &request, started).await;
+    // Judged at the time its body has arrived, as on the component: a
+    // token, a request state or a quota's clock read before a slow upload
+    // would be read at a time the client chose.
+    let response = http::handle(&server, &request, now_ms()).await;
 
     let fills = store.take_fills();
     if !fills.is_empty() {
