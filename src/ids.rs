@@ -84,6 +84,22 @@ pub fn new_task_id(ids: &dyn IdSource, placements: u16, now_ms: i64) -> Result<S
     Ok(placed_task_id(&bytes, pick))
 }
 
+/// When a task id made by [`new_task_id`] was made (its first 6 bytes);
+/// `None` for a string that is no task id. An id made otherwise (derived
+/// from a round's nonce) reads as an arbitrary time.
+pub(crate) fn minted_at(id: &str) -> Option<i64> {
+    let rest = id.strip_prefix("tsk_")?;
+    let bytes = crate::crypto::b64url_decode(rest)?;
+    let id_bytes = match bytes.len() {
+        16 => &bytes[..],
+        18 => bytes.get(2..)?,
+        _ => return None,
+    };
+    let mut time = [0u8; 8];
+    time[8 - TIME_BYTES..].copy_from_slice(id_bytes.get(..TIME_BYTES)?);
+    i64::try_from(u64::from_be_bytes(time)).ok()
+}
+
 /// The operating system's (or the host's) random source via `getrandom`:
 /// `wasi:random` on WASI, `crypto.getRandomValues` on Workers.
 #[derive(Clone, Copy, Debug, Default)]

@@ -510,6 +510,10 @@ async fn settle<S: Store>(
     Err(TaskError::QuotaBusy)
 }
 
+/// How long after a task id was made a rescan that finds no task under it
+/// takes it for a create still under way rather than one that failed.
+const CREATE_GRACE_MS: u64 = 10_000;
+
 /// Reads up to [`MAX_RESCAN`] of the tasks listed as unfinished, taking
 /// them in turn from one rescan to the next: finished ones move to the
 /// finished list (their size no longer changes, so they are not read
@@ -535,6 +539,12 @@ async fn rescan<S: Store>(
     list.rescan_after = ids.last().cloned();
     for id in ids {
         let Some(entry) = store.get(&id).await.map_err(store_failed)? else {
+            // A create charges its task before it writes it: a task made in
+            // the last few seconds may be on its way, not gone, and stays
+            // listed until a later rescan.
+            if crate::ids::minted_at(&id).is_some_and(|t| t.abs_diff(now) <= CREATE_GRACE_MS) {
+                continue;
+            }
             list.tasks.remove(&id);
             list.finished.remove(&id);
             list.bytes.remove(&id);
@@ -669,6 +679,40 @@ mod tests {
         let done = r#"{"tasks":{"tsk_a":3000,"tsk_b":4000}}"#;
         assert_eq!(idle_at(&format!("{key}_done"), done), Some(4_000));
         assert_eq!(idle_at(&key, "{not json"), None);
+    }
+
+    /// A rescan running between another create's charge and its write
+    /// finds no task under the charged id: a task made seconds ago stays
+    /// charged (it was being dropped, and once written, was never counted),
+    /// one made longer ago is taken as a create that failed.
+    #[test]
+    fn a_rescan_keeps_the_charge_of_a_task_still_being_created() {
+        use crate::block_on;
+        use crate::ids::{SequentialIds, new_task_id};
+        use crate::owner::Owner;
+        use crate::store::MemoryStore;
+        let store = MemoryStore::new();
+        let owner = Owner {
+            tenant: "t".into(),
+            principal: "p".into(),
+        };
+        let t0 = 1_800_000_000_000;
+        let ids = SequentialIds::starting_at(1);
+        let fresh = new_task_id(&ids, 0, t0).unwrap();
+        let placed = new_task_id(&ids, 16, t0).unwrap();
+        assert_eq!(crate::ids::minted_at(&fresh), Some(t0));
+        assert_eq!(crate::ids::minted_at(&placed), Some(t0));
+        let mut list = Outstanding::default();
+        for id in [&fresh, &placed] {
+            list.tasks.insert(id.clone(), t0 + 3_600_000);
+            list.bytes.insert(id.clone(), 100);
+        }
+        block_on(rescan(&store, &owner, &mut list, t0 + 500)).unwrap();
+        assert_eq!(list.tasks.len(), 2, "still being created");
+        assert_eq!(list.bytes.len(), 2);
+        block_on(rescan(&store, &owner, &mut list, t0 + 11_000)).unwrap();
+        assert!(list.tasks.is_empty(), "a create that failed");
+        assert!(list.bytes.is_empty());
     }
 
     /// Past [`MAX_FINISHED`], the finished list keeps the tasks that expire
