@@ -653,19 +653,18 @@ impl JwtAuth {
         if !aud_ok {
             return Err(bad("wrong audience"));
         }
+        // No control characters: the owner's records are keyed by the two
+        // joined with NUL, and ("a", "b\0c") must not share ("a\0b", "c")'s.
+        let plain = |s: &str| !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control);
         let sub = claims
             .get("sub")
             .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .filter(|s| plain(s))
             .ok_or(bad("no subject"))?;
         let tenant = match claims.get(&self.tenant_claim) {
             None if self.tenant_required => return Err(bad("no tenant")),
             None => format!("{ISSUER_TENANT_PREFIX}{iss}"),
-            Some(Value::String(t))
-                if !t.is_empty() && t.len() <= 256 && !t.starts_with(ISSUER_TENANT_PREFIX) =>
-            {
-                t.clone()
-            }
+            Some(Value::String(t)) if plain(t) && !t.starts_with(ISSUER_TENANT_PREFIX) => t.clone(),
             Some(_) => return Err(bad("malformed tenant")),
         };
         Ok(Verified {

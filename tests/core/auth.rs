@@ -346,6 +346,16 @@ fn token_types_keys_and_tenants_are_checked_strictly() {
         call(&s, Some(&hs_typed(Some("JWT"))), 1, "tools/list", json!({})).status,
         200
     );
+    // A subject or tenant with a control character in it is refused: the
+    // owner's records are keyed by the two joined with NUL.
+    for (sub, tenant) in [
+        ("a\u{0}b", "acme"),
+        ("alice", "ac\u{0}me"),
+        ("al\nice", "acme"),
+    ] {
+        let r = call(&s, Some(&hs(sub, tenant)), 1, "tools/list", json!({}));
+        assert_eq!(r.status, 401, "{sub:?} of {tenant:?}");
+    }
 
     // Keys published for encryption, for another algorithm or without
     // `verify` never verify a token.
