@@ -158,6 +158,12 @@ impl Keyring {
         &self.current
     }
 
+    /// Whether the key that signs is empty ([`Keyring::default`]): anyone
+    /// could make what it signs.
+    pub fn is_empty(&self) -> bool {
+        self.current.secret.is_empty()
+    }
+
     /// The key named `id`, if configured.
     pub fn by_id(&self, id: &str) -> Option<&StateKey> {
         self.keys().find(|k| k.id == id)

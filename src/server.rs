@@ -407,13 +407,22 @@ pub struct Server<S: Store> {
 
 impl<S: Store> Server<S> {
     /// A server over `store` offering `tools`. `ids` supplies task ids,
-    /// nonces and this instance's runner id.
+    /// nonces and this instance's runner id. Refused without a state key
+    /// (`config.state_keys` left at its empty default).
     pub fn new(
         store: S,
         config: Config,
         tools: ToolSet,
         ids: Box<dyn IdSource>,
     ) -> Result<Self, RpcError> {
+        // With no key, anyone could make request states, session tokens
+        // and input request ids (a `Config` filled in by hand without its
+        // `state_keys`; `Config::from_env` requires MCP_STATE_SECRET).
+        if config.state_keys.is_empty() {
+            return Err(RpcError::internal(
+                "The server has no state key: set Config::state_keys (MCP_STATE_SECRET).",
+            ));
+        }
         let mut runner = [0u8; 9];
         ids.fill(&mut runner)?;
         let server_info = json!({ "name": config.server_name, "version": config.server_version });

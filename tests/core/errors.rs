@@ -708,3 +708,36 @@ fn a_store_failure_is_503_for_the_client_and_its_message_is_for_the_log() {
     assert!(!body.to_string().contains("shard-7"), "{body}");
     assert_eq!(trace.detail.as_deref(), Some("disk I/O error on shard-7"));
 }
+
+/// A `Config` filled in by hand without its state key is refused when the
+/// server is built: with an empty key, anyone could make request states,
+/// session tokens and input request ids.
+#[test]
+fn a_server_without_a_state_key_is_refused() {
+    use std::sync::Arc;
+
+    use mcp_tasks_edge::config::Config;
+    use mcp_tasks_edge::ids::SequentialIds;
+    use mcp_tasks_edge::server::Server;
+    use mcp_tasks_edge::store::MemoryStore;
+    use mcp_tasks_edge::tools::ToolSet;
+    let built = Server::new(
+        Arc::new(MemoryStore::new()),
+        Config::default(),
+        ToolSet::empty(),
+        Box::new(SequentialIds::starting_at(1)),
+    );
+    let Err(e) = built else {
+        panic!("a server with an empty state key")
+    };
+    assert!(e.message.contains("state key"), "{}", e.message);
+    assert!(
+        Server::new(
+            Arc::new(MemoryStore::new()),
+            crate::support::config(),
+            ToolSet::empty(),
+            Box::new(SequentialIds::starting_at(1)),
+        )
+        .is_ok()
+    );
+}
