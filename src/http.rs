@@ -840,8 +840,13 @@ impl ListenStream {
     async fn advance<S: Store>(&mut self, store: &S, now: Millis) -> Next {
         if let Some(slot) = self.sub.slot.as_mut()
             && now >= slot.renew_at
+            && !crate::tasks::streams::renew(store, slot, now).await
         {
-            crate::tasks::streams::renew(store, slot, now).await;
+            // Its lease ran out and other streams took the room: this one
+            // ends (with its result, after a last poll), so the caller never
+            // holds more streams than its cap.
+            self.sub.slot = None;
+            self.sub.ends_at = self.sub.ends_at.min(now);
         }
         let next = self.step(store, now).await;
         if next == Next::End

@@ -138,19 +138,26 @@ pub async fn open<S: Store>(
 
 /// Extends the slot's lease (best effort: a failure only lets the slot
 /// expire early). A slot that expired meanwhile is taken again only if
-/// there is room, so renewals never take the count past the cap.
-pub async fn renew<S: Store>(store: &S, slot: &mut Slot, now: Millis) {
+/// there is room, so renewals never take the count past the cap. Returns
+/// whether the stream still holds a slot: `false` when its lease ran out
+/// (a client that stopped reading) and other streams took the room; the
+/// stream then ends.
+pub async fn renew<S: Store>(store: &S, slot: &mut Slot, now: Millis) -> bool {
     slot.renew_at = now.saturating_add(RENEW_MS);
+    let mut held = true;
     let _ = modify(store, &slot.key, |open| {
         open.streams.retain(|_, exp| *exp > now);
         if !open.streams.contains_key(&slot.id) && open.streams.len() >= slot.max {
+            held = false;
             return Ok(false);
         }
+        held = true;
         open.streams
             .insert(slot.id.clone(), now.saturating_add(LEASE_MS));
         Ok(true)
     })
     .await;
+    held
 }
 
 /// Gives the slot back (best effort: otherwise its lease runs out).
@@ -192,7 +199,7 @@ mod tests {
         block_on(close(&store, &s1, 1));
         let s3 = block_on(open(&store, &a, "s3", 1, 2)).unwrap().unwrap();
         // A renewed slot outlives one that was not renewed.
-        block_on(renew(&store, &mut s2, 50_000));
+        assert!(block_on(renew(&store, &mut s2, 50_000)));
         let at = LEASE_MS + 1;
         assert!(
             block_on(open(&store, &a, "s4", at, 2)).is_ok(),
@@ -208,7 +215,10 @@ mod tests {
         let mut lapsed = s2.clone();
         let _full = block_on(open(&store, &a, "s6", at + LEASE_MS, 2)).unwrap();
         let _full2 = block_on(open(&store, &a, "s7", at + LEASE_MS, 2)).unwrap();
-        block_on(renew(&store, &mut lapsed, at + LEASE_MS + 1));
+        assert!(
+            !block_on(renew(&store, &mut lapsed, at + LEASE_MS + 1)),
+            "lapsed, and no room: the stream must end"
+        );
         assert!(block_on(open(&store, &a, "s8", at + LEASE_MS + 2, 2)).is_err());
         let k = key(&a);
         let body = block_on(store.get(&k)).unwrap().unwrap().body;

@@ -191,6 +191,43 @@ fn open_listen_streams_are_capped_per_principal() {
     assert!(listen(&h).is_err());
 }
 
+/// A stream whose client stopped reading until its lease ran out has lost
+/// its slot once another stream took the room: read again, it ends (with
+/// its result) instead of running beside the new one past the cap.
+#[test]
+fn a_stream_whose_lapsed_slot_was_taken_ends_when_read_again() {
+    let h = harness(|l| l.max_listen_streams = 1);
+    // A stream on a task that runs for ten minutes: it has more to send.
+    let task = h.start("slow_compute", json!({"seconds": 600, "label": "long"}));
+    let mut params = json!({"notifications": {"taskIds": [task]}});
+    params["_meta"] = meta(caps());
+    let msg =
+        json!({"jsonrpc": "2.0", "id": "a", "method": "subscriptions/listen", "params": params});
+    let hs = standard_headers(&msg);
+    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let HttpBody::Events(mut a) = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap()).body else {
+        panic!("no stream")
+    };
+    assert!(matches!(
+        block_on(a.next(&h.server, h.now.get())),
+        Next::Send(_)
+    ));
+    h.advance(mcp_tasks_edge::tasks::streams::LEASE_MS + 1);
+    let _b = listen(&h).unwrap();
+    let mut frames = 0;
+    let ended = (0..10).any(|_| match block_on(a.next(&h.server, h.now.get())) {
+        Next::End => true,
+        Next::Send(_) => {
+            frames += 1;
+            false
+        }
+        Next::Wait(_) => false,
+    });
+    assert!(ended, "the stream went on without its slot");
+    assert!(frames >= 1, "it ended with its result");
+    assert!(listen(&h).is_err(), "still one stream at most");
+}
+
 #[test]
 fn a_task_larger_than_allowed_is_refused_or_fails() {
     let h = harness(|l| l.max_task_bytes = 8_000);
