@@ -143,10 +143,15 @@ impl Stream {
             }
             if !self.poll_now {
                 if now >= self.ends_at {
-                    let e = RpcError::new(
+                    let mut e = RpcError::new(
                         TIMED_OUT,
                         "The request is still in progress and this response's time is up; ask again (tasks/result) or poll tasks/get.",
                     );
+                    // A call answered synchronously never told its client the
+                    // task's id: the error does, so that it can ask again.
+                    if let Kind::Task { task_id, .. } = &self.kind {
+                        e = e.with_data(json!({ "taskId": task_id }));
+                    }
                     self.finish(error_bytes(Some(&self.id), &e));
                     continue;
                 }

@@ -434,8 +434,33 @@ fn a_held_result_ends_with_32001_at_its_bound_and_the_task_goes_on() {
     assert!(ended);
     let last = frames.last().unwrap();
     assert_eq!(last["error"]["code"], -32001, "{last}");
+    assert_eq!(last["error"]["data"]["taskId"], id.as_str(), "{last}");
     assert_eq!(last["id"], 2);
     assert_eq!(h.status(&id), "working", "the task is untouched");
+}
+
+/// A call answered synchronously never gave its client the task's id: when
+/// its time is up, the -32001 carries it, so the client can ask again.
+#[test]
+fn a_held_call_that_times_out_names_its_task() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 3000, "label": "held"}}),
+    ));
+    let (_, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    h.advance(h.server.config().listen_max_ms as i64 + 1);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended);
+    let last = frames.last().unwrap();
+    assert_eq!(last["error"]["code"], -32001, "{last}");
+    let id = last["error"]["data"]["taskId"]
+        .as_str()
+        .expect("the task's id");
+    let task = c.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(task["status"], "working", "{task}");
 }
 
 #[test]
