@@ -475,13 +475,15 @@ async function sweepErrorRearms() {
   });
 }
 
-// tests/workerd/wrangler.toml sets MCP_POLL_INTERVAL_MS = 500 unquoted, so
-// wrangler passes a number: it counts, as "500" would.
+// tests/workerd/wrangler.toml sets E2E_NUMBER = 64 and E2E_BOOLEAN = true
+// unquoted, so wrangler passes a number and a boolean: the settings read
+// them as "64" and "true" would be read.
 async function numericVar() {
-  await test('a number in [vars] is read as its text', async () => {
-    const taskId = await startTask('slow_compute', { seconds: 1, label: 'numeric var' });
-    const t = await getTask(taskId);
-    check(t.pollIntervalMs === 500, `pollIntervalMs ${t.pollIntervalMs}`);
+  await test('a number or boolean in [vars] is read as its text', async () => {
+    equal((await hook('var', { name: 'E2E_NUMBER' })).value, '64', 'a number');
+    equal((await hook('var', { name: 'E2E_BOOLEAN' })).value, 'true', 'a boolean');
+    equal((await hook('var', { name: 'MCP_TASK_SHARDS' })).value, '16', 'a string');
+    equal((await hook('var', { name: 'E2E_ABSENT' })).value, null, 'absent');
   });
 }
 

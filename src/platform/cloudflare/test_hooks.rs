@@ -8,6 +8,7 @@
 //! - `POST /__test/shard {op}`: one raw operation on the shard that owns
 //!   `key`, bypassing the KV cache (`exec` among them: one SQL statement,
 //!   to plant a fault);
+//! - `POST /__test/var {"name"}`: a variable as the settings read it;
 //! - `POST /__test/floor {"shard"}`: that shard's version floor (keys
 //!   created there now start above it);
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
@@ -52,6 +53,11 @@ fn bad(why: impl std::fmt::Display) -> Response {
 #[derive(Deserialize)]
 struct ContractArgs {
     prefix: String,
+}
+
+#[derive(Deserialize)]
+struct VarArgs {
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -173,6 +179,14 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
                 other => return bad(format!("unknown action {other}")),
             };
             on_shard(&store, &args.task_id, &op).await
+        }
+        "var" => {
+            let args: VarArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let value = super::env::env_lookup(env)(&args.name);
+            json(200, &json!({ "value": value }))
         }
         "floor" => {
             let args: FloorArgs = match serde_json::from_str(&body) {
