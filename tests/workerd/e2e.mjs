@@ -283,7 +283,7 @@ async function readmeWalkthrough() {
     check(byId[1]?.result?.capabilities?.extensions?.[TASKS_EXTENSION], 'discover');
     check(byId[2]?.result?.resultType === 'task' && byId[2].result.status === 'working', `create: ${JSON.stringify(byId[2])}`);
     check(byId[3]?.result?.status === 'input_required' && byId[3].result.inputRequests?.approve_outline, `poll: ${JSON.stringify(byId[3])}`);
-    equal(byId[4]?.result, { resultType: 'complete' }, 'update ack');
+    equal(byId[4]?.result, { resultType: 'complete', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'mcp-tasks-edge', version: '0.1.0' } } }, 'update ack');
     check(byId[5]?.result?.status === 'completed'
       && byId[5].result.result.content[0].text === 'Generated large report with approved outline.', `result: ${JSON.stringify(byId[5])}`);
     const listen = messages.filter((m) => m.method || m.id === 6).map((m) => m.method ?? 'result');
