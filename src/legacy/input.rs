@@ -148,6 +148,10 @@ pub struct Round {
     pub requests: InputRequests,
     #[serde(default)]
     pub answers: BTreeMap<String, Value>,
+    /// Why the call cannot go on: the client answered one of its requests
+    /// with an error (a user who rejected a sampling request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl Round {
@@ -231,7 +235,16 @@ impl Round {
                 return Ok(());
             }
             let Some(value) = answer_value(&request.method, outcome.clone()) else {
-                return Ok(());
+                // Refused: the call ends with that said, rather than wait
+                // for an answer that will not come.
+                round.refused = Some(format!(
+                    "The client refused the {} request.",
+                    crate::error::truncate(&request.method, 64)
+                ));
+                match Self::replace(store, key, version, &round).await {
+                    Ok(()) => return Ok(()),
+                    Err(_) => continue,
+                }
             };
             crate::tasks::input::validate(request, &value).map_err(|why| {
                 RpcError::invalid_params(format!(

@@ -778,6 +778,7 @@ async fn tools_call<S: Store>(
                 expires_at,
                 requests: requests.clone(),
                 answers: Default::default(),
+                refused: None,
             };
             let key = Round::create(server.store(), server.ids(), &round).await?;
             let call = RoundCall {

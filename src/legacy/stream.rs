@@ -273,6 +273,11 @@ impl Stream {
             }
             Err(e) => return self.fail(&e),
         };
+        if let Some(why) = &round.refused {
+            Round::remove(store, &call.key, version).await;
+            let frame = result_bytes(&self.id, &CallToolResult::error(why.clone()));
+            return self.finish(frame);
+        }
         if !round.complete() {
             return;
         }
@@ -313,6 +318,7 @@ impl Stream {
                     expires_at: round.expires_at,
                     requests: requests.clone(),
                     answers: Default::default(),
+                    refused: None,
                 };
                 match Round::create(store, server.ids(), &next).await {
                     Ok(key) => {

@@ -373,6 +373,27 @@ fn a_synchronous_call_asks_for_input_on_its_own_stream() {
         frames.last().unwrap()["result"]["content"][0]["text"],
         "LLM response: 4"
     );
+
+    // A user who rejects the sampling request (an error response): the
+    // call ends with an error result at once, not at its time bound.
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "test_sampling", "arguments": {"prompt": "2+2?"}}),
+    ));
+    let (frames, _) = drain(&h, &mut stream);
+    let rid = frames[0]["id"].as_str().unwrap();
+    let refusal = json!({"jsonrpc": "2.0", "id": rid,
+        "error": {"code": -1, "message": "User rejected sampling request"}});
+    assert_eq!(c.raw(&refusal, true).status, 202);
+    h.advance(1_000);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended, "{frames:?}");
+    let last = frames.last().unwrap();
+    assert_eq!(last["result"]["isError"], true, "{last}");
+    assert_eq!(
+        last["result"]["content"][0]["text"],
+        "The client refused the sampling/createMessage request."
+    );
 }
 
 #[test]
