@@ -905,8 +905,7 @@ struct ErrorFlag {
 }
 
 /// `"failed"` as raw JSON, for [`TaskFields::read`].
-static FAILED: std::sync::LazyLock<Option<Box<RawValue>>> =
-    std::sync::LazyLock::new(|| RawValue::from_string("\"failed\"".to_owned()).ok());
+const FAILED: &str = "\"failed\"";
 
 impl<'a> TaskFields<'a> {
     /// The fields of the stored `snapshot`. A task completed with an error
@@ -917,7 +916,7 @@ impl<'a> TaskFields<'a> {
         let mut task: TaskFields<'a> = crate::json::from_str(snapshot)
             .map_err(|_| RpcError::internal("Internal error: a task could not be read."))?;
         if task.result.as_ref().is_some_and(|r| r.is_error)
-            && let Some(failed) = FAILED.as_deref()
+            && let Ok(failed) = crate::json::from_str::<&'static RawValue>(FAILED)
         {
             task.status = failed;
         }
