@@ -199,19 +199,7 @@ fn a_stream_whose_lapsed_slot_was_taken_ends_when_read_again() {
     let h = harness(|l| l.max_listen_streams = 1);
     // A stream on a task that runs for ten minutes: it has more to send.
     let task = h.start("slow_compute", json!({"seconds": 600, "label": "long"}));
-    let mut params = json!({"notifications": {"taskIds": [task]}});
-    params["_meta"] = meta(caps());
-    let msg =
-        json!({"jsonrpc": "2.0", "id": "a", "method": "subscriptions/listen", "params": params});
-    let hs = standard_headers(&msg);
-    let refs: Vec<(&str, &str)> = hs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    let HttpBody::Events(mut a) = h.post_raw(&refs, &serde_json::to_vec(&msg).unwrap()).body else {
-        panic!("no stream")
-    };
-    assert!(matches!(
-        block_on(a.next(&h.server, h.now.get())),
-        Next::Send(_)
-    ));
+    let (_, mut a) = crate::listen::open(&h, json!([task]));
     h.advance(mcp_tasks_edge::tasks::streams::LEASE_MS + 1);
     let _b = listen(&h).unwrap();
     let mut frames = 0;
