@@ -541,27 +541,31 @@ impl<'a, S: Store> TaskService<'a, S> {
     }
 
     /// Charges the new `record` to its owner's quota (at its encoded size),
-    /// then creates it if its id is free; `Ok(false)` if the id is taken.
-    /// `body` is the record's encoding when it is known already (an inline
-    /// step's, within the same size limit).
+    /// then runs its inline step (if one is due) and creates it as the step
+    /// left it, if its id is free; `None` if the id is taken. The charge
+    /// comes first, so a create the quota refuses runs no step; a step's
+    /// outcome is charged at the owner's next rescan, as the runner's steps
+    /// are.
     async fn charge_and_create(
         &self,
         record: &TaskRecord,
-        body: Option<String>,
         limits: StartLimits,
         now: Millis,
-    ) -> Result<bool, TaskError> {
-        let body = match body {
-            Some(body) => body,
-            None => self.encode_new(record, limits.max_task_bytes)?,
-        };
+    ) -> Result<Option<TaskRecord>, TaskError> {
+        let body = self.encode_new(record, limits.max_task_bytes)?;
         let charge = quota::Charge {
             task_id: &record.id,
             expires_at: record.expires_at(),
             bytes: body.len() as u64,
         };
         let reserved = quota::reserve(self.store, &record.owner, charge, now, limits.quota).await?;
-        let created = self.create_encoded(record, &body).await?;
+        let (stored, created) = match self.stepped(record, now).await {
+            Some((stepped, body)) => {
+                let created = self.create_encoded(&stepped, &body).await?;
+                (Some(stepped), created)
+            }
+            None => (None, self.create_encoded(record, &body).await?),
+        };
         if !created && reserved == quota::Reserved::Charged && !self.held_by(record, now).await {
             // The id is taken by no task of this owner's: this create adds
             // no task, so it adds no charge. Should the undo fail, the next
@@ -569,7 +573,7 @@ impl<'a, S: Store> TaskService<'a, S> {
             // there, no more.
             let _ = quota::release(self.store, &record.owner, &record.id).await;
         }
-        Ok(created)
+        Ok(created.then(|| stored.unwrap_or_else(|| record.clone())))
     }
 
     /// Whether `record`'s id holds a task of its owner's: one that a
@@ -646,12 +650,8 @@ impl<'a, S: Store> TaskService<'a, S> {
                         Err(stale_round())
                     };
                 }
-                let (record, body) = match self.stepped(&record, now).await {
-                    Some((stepped, body)) => (stepped, Some(body)),
-                    None => (record, None),
-                };
-                if self.charge_and_create(&record, body, limits, now).await? {
-                    return Ok(record);
+                if let Some(created) = self.charge_and_create(&record, limits, now).await? {
+                    return Ok(created);
                 }
                 match load(self.store, &record.id).await? {
                     Some((_, existing)) if existing.visible_to(owner, now) => Ok(existing),
@@ -661,20 +661,8 @@ impl<'a, S: Store> TaskService<'a, S> {
             NewTaskId::Random(ids) => {
                 for _ in 0..3 {
                     record.id = crate::ids::new_task_id(ids, limits.placements, now)?;
-                    match self.stepped(&record, now).await {
-                        Some((stepped, body)) => {
-                            if self
-                                .charge_and_create(&stepped, Some(body), limits, now)
-                                .await?
-                            {
-                                return Ok(stepped);
-                            }
-                        }
-                        None => {
-                            if self.charge_and_create(&record, None, limits, now).await? {
-                                return Ok(record);
-                            }
-                        }
+                    if let Some(created) = self.charge_and_create(&record, limits, now).await? {
+                        return Ok(created);
                     }
                 }
                 Err(TaskError::NoTaskId)

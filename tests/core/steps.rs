@@ -867,3 +867,67 @@ fn an_inline_step_that_overruns_its_lease_is_dropped() {
     assert_eq!(h.tick().stepped, 1);
     assert_eq!(h.status(&task), "input_required");
 }
+
+/// Steps run by [`ReplayCounted`].
+static COUNTED_STEPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A replayable task tool due at once that counts its steps.
+struct ReplayCounted;
+
+impl TaskTool for ReplayCounted {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "replay_counted";
+    const DESCRIPTION: &'static str = "a replayable step that counts itself";
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required).with_replayable_steps()
+    }
+    fn start(&self, _: &NoArgs) -> Start<()> {
+        Start::now(())
+    }
+    async fn step(&self, _: NoArgs, _: (), _: &StepContext<'_>) -> Step<(), String> {
+        COUNTED_STEPS.fetch_add(1, Ordering::SeqCst);
+        Step::Continue {
+            state: (),
+            wake_in_ms: 60_000,
+            message: None,
+        }
+    }
+}
+
+#[test]
+fn a_create_the_quota_refuses_runs_no_inline_step() {
+    let mut cfg = config();
+    cfg.limits.max_outstanding_tasks = 1;
+    cfg.limits.max_tasks_per_minute = 0;
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, cfg.clone()).with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            cfg,
+            ToolSet::empty().with(task_tool(ReplayCounted)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    let task = h.start("replay_counted", json!({}));
+    assert_eq!(
+        COUNTED_STEPS.load(Ordering::SeqCst),
+        1,
+        "the create stepped it"
+    );
+    let t = h.get(&task);
+    assert_eq!(t["status"], "working", "{t}");
+    for _ in 0..5 {
+        let (status, v) = h.send(
+            "tools/call",
+            json!({"name": "replay_counted", "arguments": {}}),
+        );
+        assert_eq!(status, 429, "{v}");
+    }
+    assert_eq!(
+        COUNTED_STEPS.load(Ordering::SeqCst),
+        1,
+        "a refused create ran a step"
+    );
+}
