@@ -12,7 +12,7 @@ use std::rc::Rc;
 use crate::auth::{SignatureVerifier, VerifiedTokens};
 use crate::catalog;
 use crate::crypto::b64url;
-use crate::error::{RpcError, truncate};
+use crate::error::{ErrorCode, RpcError, truncate};
 use crate::ids::IdSource;
 use crate::mrtr;
 use crate::outbound::{NoOutbound, Outbound};
@@ -144,6 +144,20 @@ impl Mirror<'_> {
             }
         }
         Ok(())
+    }
+
+    /// -32022 when the `MCP-Protocol-Version` header names a revision this
+    /// server does not speak: the answer to a request that cannot be judged
+    /// by its body's version (an unknown method, a missing `_meta`).
+    fn unsupported_version(&self) -> Option<RpcError> {
+        match self.protocol_version {
+            HeaderValue::Present(v) if self.enforce => {
+                let v = crate::limits::trim_ows(v);
+                (!SUPPORTED_VERSIONS.contains(&v))
+                    .then(|| RpcError::unsupported_version(truncate(v, 64)))
+            }
+            _ => None,
+        }
     }
 
     fn check(
@@ -603,8 +617,11 @@ impl<S: Store> Server<S> {
         trace: &mut Trace,
     ) -> Result<Outcome, RpcError> {
         let method_name = msg.method.as_str();
-        let method = Method::from_name(method_name)
-            .ok_or_else(|| RpcError::method_not_found(method_name))?;
+        let method = Method::from_name(method_name).ok_or_else(|| {
+            mirror
+                .unsupported_version()
+                .unwrap_or_else(|| RpcError::method_not_found(method_name))
+        })?;
         trace.method = Some(method.name());
         let raw = msg.params.unwrap_or("{}");
         // Split while the envelope was read, or now.
@@ -617,7 +634,14 @@ impl<S: Store> Server<S> {
             }
         };
         let meta = split.map(|s| s.meta);
-        let caps = self.negotiate(raw, split, mirror)?;
+        let caps = self
+            .negotiate(raw, split, mirror)
+            .map_err(|e| match e.code {
+                // No version in the body to judge: the header's, if this
+                // server does not speak it.
+                ErrorCode::INVALID_PARAMS => mirror.unsupported_version().unwrap_or(e),
+                _ => e,
+            })?;
         mirror.check("Mcp-Method", mirror.method, method_name, true)?;
         if method.is_task_method() && !caps.has_tasks() {
             return Err(RpcError::tasks_extension_required());

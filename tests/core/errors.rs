@@ -168,6 +168,36 @@ fn unsupported_version_is_32022_with_data() {
     );
 }
 
+/// A header naming a revision nobody here speaks is -32022 also when the
+/// body has no version to judge: an unknown method (a 2024-11-05 `ping`)
+/// or a request without `_meta`.
+#[test]
+fn an_unsupported_version_header_is_32022_without_a_body_version() {
+    let h = Harness::new();
+    let ping = json!({"jsonrpc": "2.0", "id": 5, "method": "ping"});
+    let bare = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {}});
+    for msg in [&ping, &bare] {
+        let (status, body) = post_edited(&h, msg, |hs| {
+            set(hs, "MCP-Protocol-Version", " 2024-11-05");
+            remove(hs, "Mcp-Method");
+        });
+        assert_eq!((status, code(&body)), (400, -32022), "{msg}: {body}");
+        assert_eq!(body["error"]["data"]["requested"], "2024-11-05");
+        assert_eq!(body["id"], msg["id"]);
+    }
+    // With the version this server speaks, as before.
+    let (status, body) = post_edited(&h, &ping, |hs| {
+        set(hs, "MCP-Protocol-Version", "2026-07-28");
+        remove(hs, "Mcp-Method");
+    });
+    assert_eq!((status, code(&body)), (404, -32601), "{body}");
+    let (status, body) = post_edited(&h, &bare, |hs| {
+        set(hs, "MCP-Protocol-Version", "2026-07-28");
+        set(hs, "Mcp-Method", "tools/list");
+    });
+    assert_eq!((status, code(&body)), (400, -32602), "{body}");
+}
+
 #[test]
 fn header_mismatches_are_32020_with_400() {
     let h = Harness::new();
