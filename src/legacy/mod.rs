@@ -337,15 +337,22 @@ async fn batch<S: Store>(server: &Server<S>, lc: &Ctx<'_>, body: &[u8]) -> HttpR
     let mut answers = Vec::new();
     let mut streams = Vec::new();
     let mut notifications = false;
+    let mut refusal = None;
     for item in items {
         let text = item.get().as_bytes();
         let msg = match parse_message(text) {
             Ok(m) => m,
             Err(e) => {
                 // The client's answer to a request of ours is taken as in a
-                // POST of its own; a response gets no answer.
-                if client_response(server, text, lc.ctx).await.is_none() {
-                    answers.push(error_bytes(e.id.as_ref(), &e.error));
+                // POST of its own; a response gets no answer. One that
+                // cannot be taken refuses a batch that has nothing else to
+                // answer.
+                match client_response(server, text, lc.ctx).await {
+                    None => answers.push(error_bytes(e.id.as_ref(), &e.error)),
+                    Some(r) if r.status >= 400 => {
+                        refusal.get_or_insert(r);
+                    }
+                    Some(_) => {}
                 }
                 continue;
             }
@@ -371,7 +378,9 @@ async fn batch<S: Store>(server: &Server<S>, lc: &Ctx<'_>, body: &[u8]) -> HttpR
         }
     }
     if answers.is_empty() && streams.is_empty() {
-        return accepted();
+        // Responses and notifications only: 202 if every one was taken,
+        // as the 2025-03-26 transport asks; otherwise the first refusal.
+        return refusal.unwrap_or_else(accepted);
     }
     if streams.is_empty() && !notifications {
         let mut array = Vec::with_capacity(answers.iter().map(|a| a.len() + 1).sum::<usize>() + 1);

@@ -697,6 +697,16 @@ fn a_2025_03_26_session_sends_batches() {
     // Only notifications: accepted. Empty, or too long: refused.
     let r = post(&json!([{"jsonrpc": "2.0", "method": "notifications/initialized"}]));
     assert_eq!(r.status, 202);
+    // Responses and notifications only, one response answering no request
+    // of this server: refused, as that response alone would be.
+    let r = post(&json!([
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "nope", "result": {}}
+    ]));
+    assert_eq!(
+        (r.status, body_json(&r)["error"]["code"].as_i64()),
+        (400, Some(-32600))
+    );
     let r = post(&json!([]));
     assert_eq!(
         (r.status, body_json(&r)["error"]["code"].as_i64()),
