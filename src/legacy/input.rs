@@ -14,6 +14,12 @@
 //! invented, or answered by another principal is refused before any store
 //! read. An answer to a key that is no longer outstanding (already
 //! answered, superseded) is ignored, as `tasks/update` ignores it.
+//!
+//! An error response refuses the request it answers: an elicitation reads
+//! as cancelled (`{"action": "cancel"}`, which the tool sees); any other
+//! request (a sampling request the user rejected) ends what asked for it,
+//! a synchronous call with an error result, a task `failed`, both saying
+//! which request the client refused.
 
 use std::collections::BTreeMap;
 
@@ -122,7 +128,12 @@ pub async fn deliver<S: Store>(
                         return Ok(());
                     };
                     let Some(value) = answer_value(&method, Err(error)) else {
-                        return Ok(());
+                        // Refused: the task ends with that said, rather
+                        // than wait for an answer that will not come.
+                        return service
+                            .refuse_input(owner, id, key, now)
+                            .await
+                            .map_err(RpcError::from);
                     };
                     value
                 }

@@ -717,6 +717,40 @@ impl<'a, S: Store> TaskService<'a, S> {
         .await
     }
 
+    /// Fails the caller's task `id` when its client refused the outstanding
+    /// input request `key` (a 2025-11-25 client that answered a
+    /// `sampling/createMessage` with a JSON-RPC error): the task cannot go
+    /// on without that answer, so it ends now, `failed` with that said,
+    /// rather than wait for an answer that will not come. Nothing changes
+    /// if `key` is not outstanding (answered, superseded, the task
+    /// finished).
+    pub async fn refuse_input(
+        &self,
+        owner: &Owner,
+        id: &str,
+        key: &str,
+        now: Millis,
+    ) -> Result<(), TaskError> {
+        self.modify(owner, id, now, false, |record| {
+            let Phase::InputRequired { input_requests } = &record.phase else {
+                return Ok(false);
+            };
+            let Some(request) = input_requests.get(key) else {
+                return Ok(false);
+            };
+            let why = format!(
+                "The client refused the {} request.",
+                crate::error::truncate(&request.method, 64)
+            );
+            let change = Change::Fail {
+                error: crate::error::RpcError::internal(why.clone()),
+                message: Some(why),
+            };
+            Ok(record.apply(change, now).is_ok())
+        })
+        .await
+    }
+
     /// Completes the caller's task `id` with `result` at once: for a tool
     /// that answered a call that asked to run as a task (the task is
     /// created not due, so no runner steps it in between).

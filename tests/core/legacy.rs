@@ -396,6 +396,103 @@ fn a_synchronous_call_asks_for_input_on_its_own_stream() {
     );
 }
 
+/// A tool without arguments.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+/// A task tool whose first step asks the client's model.
+struct AskModel;
+
+impl mcp_tasks_edge::tools::TaskTool for AskModel {
+    type Args = NoArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "ask_model";
+    const DESCRIPTION: &'static str = "asks the client's model, then answers what it said";
+    fn requirements(&self) -> mcp_tasks_edge::tools::Requirements {
+        mcp_tasks_edge::tools::Requirements::new(mcp_tasks_edge::tools::TaskSupport::Required)
+    }
+    fn start(&self, _: &NoArgs) -> mcp_tasks_edge::tools::Start<()> {
+        mcp_tasks_edge::tools::Start::now(())
+    }
+    async fn step(
+        &self,
+        _: NoArgs,
+        _: (),
+        cx: &mcp_tasks_edge::tools::StepContext<'_>,
+    ) -> mcp_tasks_edge::tools::Step<(), String> {
+        use mcp_tasks_edge::protocol::tools::InputRequest;
+        match cx.answer_as::<Value>("model") {
+            Some(answer) => mcp_tasks_edge::tools::Step::Done(answer.to_string()),
+            None => mcp_tasks_edge::tools::Step::NeedInput {
+                state: (),
+                requests: [(
+                    "model".to_owned(),
+                    InputRequest {
+                        method: "sampling/createMessage".to_owned(),
+                        params: json!({"messages": [{"role": "user",
+                            "content": {"type": "text", "text": "2+2?"}}], "maxTokens": 10}),
+                    },
+                )]
+                .into(),
+                message: None,
+            },
+        }
+    }
+}
+
+/// A task whose client refuses its sampling request (an error response)
+/// fails at once, with that said, instead of waiting for an answer that
+/// will not come.
+#[test]
+fn a_task_whose_client_refuses_its_sampling_request_fails_at_once() {
+    let h = Harness::new().with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            crate::support::config(),
+            crate::support::all_tools().with(mcp_tasks_edge::tools::task_tool(AskModel)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    let mut c = Legacy::connect(&h, json!({"sampling": {}}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "ask_model", "arguments": {}, "task": {}}),
+    );
+    let id = created["task"]["taskId"].as_str().unwrap().to_owned();
+    h.tick();
+    assert_eq!(h.status(&id), "input_required");
+    let mut stream = stream_of(c.send("tasks/result", json!({"taskId": id})));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    let request = frames
+        .iter()
+        .find(|f| f["method"] == "sampling/createMessage")
+        .unwrap_or_else(|| panic!("{frames:?}"));
+    let rid = request["id"].as_str().unwrap();
+    let refusal = json!({"jsonrpc": "2.0", "id": rid,
+        "error": {"code": -1, "message": "User rejected sampling request"}});
+    assert_eq!(c.raw(&refusal, true).status, 202);
+    assert_eq!(h.status(&id), "failed");
+    let task = c.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(
+        task["statusMessage"],
+        "The client refused the sampling/createMessage request."
+    );
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(ended, "{frames:?}");
+    let last = frames.last().unwrap();
+    assert_eq!(
+        last["error"]["message"], "The client refused the sampling/createMessage request.",
+        "{last}"
+    );
+    // A second refusal of the same request changes nothing.
+    assert_eq!(c.raw(&refusal, true).status, 202);
+    assert_eq!(h.status(&id), "failed");
+}
+
 #[test]
 fn a_task_call_answered_at_once_is_a_completed_task() {
     let h = Harness::new();
