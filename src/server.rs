@@ -983,7 +983,7 @@ impl<S: Store> Server<S> {
         if matches!(plan, CallPlan::Task(_)) {
             // A round that creates a task may be replayed (it finds the
             // same task), unless it was answered without one.
-            self.round_not_spent(verified.as_ref()).await?;
+            self.claim_task_round(verified.as_ref()).await?;
         } else {
             // Any other round is answered once.
             self.spend_round(verified.as_ref()).await?;
@@ -1104,17 +1104,32 @@ impl<S: Store> Server<S> {
         }
     }
 
-    /// Refuses a round that creates a task if it was already answered
-    /// without one; replaying the round that created a task stays allowed
-    /// (it finds that task).
-    async fn round_not_spent(&self, verified: Option<&mrtr::Verified>) -> Result<(), RpcError> {
+    /// Claims a round that creates a task, or refuses it if it was already
+    /// answered without one. The claim is the same create-if-absent record
+    /// [`Self::spend_round`] writes, marked as a task's: whichever of two
+    /// racing answers of one round (one that creates a task, one that does
+    /// not) writes it first is the one answered. Replaying the round that
+    /// created a task stays allowed (it finds that task).
+    async fn claim_task_round(&self, verified: Option<&mrtr::Verified>) -> Result<(), RpcError> {
         let Some(v) = verified else {
             return Ok(());
         };
-        match self.store.get(&spent_key(v)).await {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => Err(round_spent()),
-            Err(e) => Err(TaskError::from(e).into()),
+        let key = spent_key(v);
+        let store_failed = |e: crate::store::StoreError| -> RpcError { TaskError::from(e).into() };
+        match self
+            .store
+            .put(&key, None, TASK_ROUND, Some(v.expires_at))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(crate::store::StoreError::Conflict { .. }) => {
+                match self.store.get(&key).await.map_err(store_failed)? {
+                    Some(entry) if entry.body == TASK_ROUND => Ok(()),
+                    // Spent without a task, or gone with its expiry.
+                    _ => Err(round_spent()),
+                }
+            }
+            Err(e) => Err(store_failed(e)),
         }
     }
 
@@ -1378,6 +1393,10 @@ fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
 }
 
 /// The scratch record that marks a round as answered.
+/// The body of a spent-round record whose round created a task (see
+/// `Server::claim_task_round`); a round answered without one is `{}`.
+const TASK_ROUND: &str = "{\"task\":true}";
+
 fn spent_key(v: &mrtr::Verified) -> String {
     crate::tasks::scratch::key(&format!("used_{}", v.nonce))
 }

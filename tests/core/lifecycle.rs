@@ -610,3 +610,133 @@ fn a_round_answered_one_way_cannot_be_answered_the_other() {
     let again = h.ok("tools/call", retry(&state, accept(json!({"name": "Ada"}))));
     assert_eq!(again["taskId"], task["taskId"]);
 }
+
+/// A store that lets `interloper` in once, just before its first write.
+struct BeforeFirstPut<'a> {
+    inner: crate::support::SharedStore,
+    interloper: std::cell::RefCell<Option<Box<dyn FnOnce() + 'a>>>,
+}
+
+impl mcp_tasks_edge::store::Store for BeforeFirstPut<'_> {
+    async fn get(
+        &self,
+        key: &str,
+    ) -> Result<Option<mcp_tasks_edge::store::Entry>, mcp_tasks_edge::store::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        expected: Option<mcp_tasks_edge::store::Version>,
+        body: &str,
+        due_at: Option<i64>,
+    ) -> Result<mcp_tasks_edge::store::Version, mcp_tasks_edge::store::StoreError> {
+        let interloper = self.interloper.borrow_mut().take();
+        if let Some(f) = interloper {
+            f();
+        }
+        self.inner.put(key, expected, body, due_at).await
+    }
+    async fn delete(
+        &self,
+        key: &str,
+        expected: mcp_tasks_edge::store::Version,
+    ) -> Result<(), mcp_tasks_edge::store::StoreError> {
+        self.inner.delete(key, expected).await
+    }
+    async fn due(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, mcp_tasks_edge::store::StoreError> {
+        self.inner.due(now, limit).await
+    }
+    async fn next_due(&self) -> Result<Option<i64>, mcp_tasks_edge::store::StoreError> {
+        self.inner.next_due().await
+    }
+}
+
+/// Two answers of one round racing, one that creates a task (the user
+/// gave a name) and one that does not (the user declined, so the tool asks
+/// again): whichever comes first is answered, and the other is refused,
+/// in either order. The round is single-use whatever its answers lead to.
+#[test]
+fn two_racing_answers_of_one_round_are_not_both_answered() {
+    use mcp_tasks_edge::store::Store;
+    for task_first in [true, false] {
+        let h = Harness::new();
+        let r1 = h.ok(
+            "tools/call",
+            json!({"name": "test_tool_with_task", "arguments": {}}),
+        );
+        let key = input_keys(&r1)[0].clone();
+        let round = |answer: Value| {
+            let mut params = json!({"name": "test_tool_with_task", "arguments": {},
+                "inputResponses": {&key: answer}, "requestState": r1["requestState"]});
+            params["_meta"] = meta(caps());
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+        };
+        let named = round(accept(json!({"name": "Alice"})));
+        let declined = round(json!({"action": "decline"}));
+        let (first, second) = if task_first {
+            (&named, &declined)
+        } else {
+            (&declined, &named)
+        };
+        // `second` runs inside `first`, just before `first`'s first write.
+        let inner = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let seen = inner.clone();
+        let h2 = Harness::over(h.store.clone(), 2);
+        let store = BeforeFirstPut {
+            inner: h.store.clone(),
+            interloper: std::cell::RefCell::new(Some(Box::new(move || {
+                *seen.borrow_mut() = Some(h2.post(second));
+            }))),
+        };
+        let server = Server::new(
+            store,
+            config(),
+            crate::support::all_tools(),
+            Box::new(SequentialIds::starting_at(3_000_000)),
+        )
+        .unwrap();
+        let headers = crate::support::standard_headers(first);
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let body = serde_json::to_vec(first).unwrap();
+        let req = mcp_tasks_edge::http::HttpRequest {
+            method: "POST",
+            path: "/mcp",
+            headers: &refs,
+            body: &body,
+        };
+        let resp = mcp_tasks_edge::block_on(mcp_tasks_edge::http::serve(&server, &req, &h.ctx()));
+        let outer = crate::support::body_json(&resp);
+        let (_, inner) = inner.borrow_mut().take().expect("the other answer ran");
+        let answered: Vec<&Value> = [&outer, &inner]
+            .into_iter()
+            .filter(|v| v.get("error").is_none())
+            .collect();
+        assert_eq!(
+            answered.len(),
+            1,
+            "task first: {task_first}; outer {outer}; inner {inner}"
+        );
+        let refused = if answered[0] == &outer {
+            &inner
+        } else {
+            &outer
+        };
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        // No task exists unless the answer that creates one won.
+        let won_with_task = answered[0]["result"]["resultType"] == "task";
+        let tasks = mcp_tasks_edge::block_on(h.store.due(i64::MAX, 100))
+            .unwrap()
+            .into_iter()
+            .filter(|k| k.starts_with("tsk_"))
+            .count();
+        assert_eq!(tasks, usize::from(won_with_task), "{answered:?}");
+    }
+}
