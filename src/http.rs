@@ -783,6 +783,17 @@ impl EventStream {
         }
     }
 
+    /// Polls the stream makes once it is told to end ([`Self::end_by`]):
+    /// one, or one per stream still open in a 2025-03-26 batch, which end
+    /// in turn, so an adapter with a budget can leave room for them.
+    pub fn last_polls(&self) -> u32 {
+        match &self.source {
+            #[cfg(feature = "legacy")]
+            Source::Batch(_, streams) => u32::try_from(streams.len()).unwrap_or(u32::MAX).max(1),
+            _ => 1,
+        }
+    }
+
     /// The next thing to do: send a frame, wait, or end.
     pub async fn next<S: Store>(&mut self, server: &Server<S>, now: Millis) -> Next {
         if let Some(ms) = self.owed_wait.take() {

@@ -1141,6 +1141,43 @@ async function listenBudget() {
   });
 }
 
+/// A 2025-03-26 batch of calls held until their tasks end: its streams end
+/// in turn, each with a last poll, and all of them within the same budget.
+async function legacyBatchBudget() {
+  await test(`a 2025-03-26 batch of held calls ends within the subrequest budget (${LISTEN_BUDGET})`, async () => {
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    const init = await fetch(server.url, { method: 'POST', headers, body: JSON.stringify({
+      jsonrpc: '2.0', id: 0, method: 'initialize',
+      params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'e2e-batch', version: '1' } } }) });
+    const session = init.headers.get('mcp-session-id');
+    check(init.status === 200 && session, `initialize ${init.status}`);
+    await init.arrayBuffer();
+    // Two calls: their creates (three subrequests each here) leave room
+    // for the streams' polls; a batch whose creates alone spend the budget
+    // cannot keep it.
+    const ids = [1, 2];
+    const batch = ids.map((id) => ({ jsonrpc: '2.0', id, method: 'tools/call',
+      params: { name: 'slow_compute', arguments: { seconds: 60, label: `held ${id}` } } }));
+    const offset = logSize();
+    const res = await fetch(server.url, {
+      method: 'POST', headers: { ...headers, 'mcp-session-id': session }, body: JSON.stringify(batch),
+      signal: AbortSignal.timeout(60_000),
+    });
+    check(res.headers.get('content-type') === 'text/event-stream', `batch ${res.status}`);
+    const messages = [];
+    for await (const m of sseMessages(res)) messages.push(m);
+    // Each held call ends, its time cut by the budget, naming its task.
+    equal(messages.map((m) => m.id), ids, 'one answer per call, in turn');
+    for (const m of messages) {
+      check(m.error?.code === -32001 && /^tsk_/.test(m.error.data?.taskId ?? ''), `answer ${JSON.stringify(m)}`);
+    }
+    await sleep(300);
+    const line = loggedObjects(offset).find((o) => o.http === 'POST' && o.events === messages.length);
+    check(line && line.subrequests <= LISTEN_BUDGET, `batch log line ${JSON.stringify(line)}`);
+    for (const m of messages) await call('tasks/cancel', { taskId: m.error.data.taskId });
+  });
+}
+
 const JWT_SECRET = crypto.randomBytes(32).toString('hex');
 const jwtVars = (port) => ({
   MCP_AUTH: 'jwt',
@@ -1270,6 +1307,7 @@ async function main() {
   await storeContract('do+kv-cache');
   await kvCache();
   await listenBudget();
+  await legacyBatchBudget();
   await inlineCreate();
   await server.stop();
 

@@ -67,11 +67,12 @@ impl Listen {
                 }
                 Next::Wait(ms) => {
                     let spent = self.store.subrequests();
-                    // Room for the next poll, a last one after it, and
-                    // giving back the stream's slot?
+                    // Room for the next poll, the last ones after it (one
+                    // per stream a batch still holds), and giving back the
+                    // stream's slot?
                     let reserve = self
                         .poll_cost
-                        .saturating_mul(2)
+                        .saturating_mul(self.events.last_polls().saturating_add(1))
                         .saturating_add(self.events.closing_cost());
                     if spent.saturating_add(reserve) > self.budget {
                         self.events.end_by(now);
