@@ -49,6 +49,35 @@ static ALLOCATOR: mcp_tasks_edge::alloc::SmallCache<talc::wasm::WasmDynamicTalc>
 mcp_tasks_edge::cloudflare_worker!(tools);
 mcp_tasks_edge::wasi_component!(tools);
 
+/// The shard class again, declared without SQLite storage in the workerd
+/// end-to-end tests' wrangler.toml (`new_classes`): a misconfigured
+/// deployment, whose shards must fail with a clear error. Test builds only.
+#[cfg(all(target_arch = "wasm32", target_os = "unknown", feature = "test-hooks"))]
+mod misconfigured_shard {
+    use worker::wasm_bindgen;
+
+    #[worker::durable_object(alarm)]
+    pub struct TaskShardWithoutSql(mcp_tasks_edge::platform::cloudflare::Shard);
+
+    impl worker::DurableObject for TaskShardWithoutSql {
+        fn new(state: worker::State, env: worker::Env) -> Self {
+            TaskShardWithoutSql(mcp_tasks_edge::platform::cloudflare::Shard::new(
+                state,
+                env,
+                super::tools,
+            ))
+        }
+
+        async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+            Ok(self.0.fetch(req).await)
+        }
+
+        async fn alarm(&self) -> worker::Result<worker::Response> {
+            self.0.alarm().await
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

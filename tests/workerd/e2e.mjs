@@ -487,6 +487,22 @@ async function numericVar() {
   });
 }
 
+// tests/workerd/wrangler.toml declares a second shard class without
+// SQLite storage (`new_classes`), as a deployment that forgot
+// `new_sqlite_classes` would. workerd's `storage.sql` then throws on use,
+// not on access, and its error (which the reply carries) names the fix.
+async function classWithoutSql() {
+  await test('a shard of a class without SQLite storage fails with a clear error, and the isolate serves on', async () => {
+    for (let i = 0; i < 2; i++) {
+      const r = await hook('class', { binding: 'SHARDS_WITHOUT_SQL' });
+      check(/new_sqlite_classes/.test(JSON.stringify(r.reply)), `reply ${i}: ${JSON.stringify(r)}`);
+    }
+    const taskId = await startTask('slow_compute', { seconds: 60, label: 'after the misconfigured class' });
+    check((await getTask(taskId)).status === 'working', 'served on');
+    await call('tasks/cancel', { taskId });
+  });
+}
+
 async function jwtVectors() {
   await test('the shared JWS vectors pass with the Worker\'s WebCrypto verifier', async () => {
     const vectors = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests/vectors/jwt.json'), 'utf8'));
@@ -1286,6 +1302,7 @@ async function main() {
   await deleteFloorFirst();
   await sweepErrorRearms();
   await numericVar();
+  await classWithoutSql();
   await jwtVectors();
   await offCurveKey();
   await seedTranscript();

@@ -36,8 +36,13 @@ pub struct DoStore {
 
 impl DoStore {
     pub fn new(env: &Env, layout: Layout) -> worker::Result<Self> {
+        Self::on_binding(env, SHARDS_BINDING, layout)
+    }
+
+    /// The store of the shards behind Durable Object binding `binding`.
+    pub(crate) fn on_binding(env: &Env, binding: &str, layout: Layout) -> worker::Result<Self> {
         Ok(DoStore {
-            ns: env.durable_object(SHARDS_BINDING)?,
+            ns: env.durable_object(binding)?,
             layout,
             calls: Cell::new(0),
         })

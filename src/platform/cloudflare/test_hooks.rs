@@ -9,6 +9,9 @@
 //!   `key`, bypassing the KV cache (`exec` among them: one SQL statement,
 //!   to plant a fault);
 //! - `POST /__test/var {"name"}`: a variable as the settings read it;
+//! - `POST /__test/class {"binding"}`: a read on the first shard of
+//!   another Durable Object binding (a class declared without SQLite
+//!   storage, to see how a shard of it fails);
 //! - `POST /__test/floor {"shard"}`: that shard's version floor (keys
 //!   created there now start above it);
 //! - `POST /__test/kv {"action": "get"|"put", "key", "value"}`: the cache
@@ -58,6 +61,11 @@ struct ContractArgs {
 #[derive(Deserialize)]
 struct VarArgs {
     name: String,
+}
+
+#[derive(Deserialize)]
+struct ClassArgs {
+    binding: String,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +154,27 @@ pub async fn route(hook: &str, mut req: Request, env: &Env) -> Response {
             }
             Err(e) => bad(e),
         },
+        "class" => {
+            let args: ClassArgs = match serde_json::from_str(&body) {
+                Ok(a) => a,
+                Err(e) => return bad(e),
+            };
+            let layout = super::wire::Layout {
+                base: 1,
+                capacity: 1,
+            };
+            let other = match super::store::DoStore::on_binding(env, &args.binding, layout) {
+                Ok(s) => s,
+                Err(e) => return bad(e),
+            };
+            let op = Op::Get {
+                key: "probe".to_owned(),
+            };
+            match other.call(0, &op).await {
+                Ok(reply) => json(200, &json!({"reply": reply})),
+                Err(e) => json(503, &json!({"error": e.to_string()})),
+            }
+        }
         "contract" => {
             let args: ContractArgs = match serde_json::from_str(&body) {
                 Ok(a) => a,
