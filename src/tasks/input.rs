@@ -102,6 +102,8 @@ fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
         }
         "number" | "integer" => {
             let n = value.as_f64().ok_or_else(wrong)?;
+            // `2.0` is refused, although JSON Schema counts it an integer:
+            // a tool reading the field as one (with serde) could not.
             if ty == "integer" && !(value.is_i64() || value.is_u64()) {
                 return Err(wrong());
             }
@@ -120,12 +122,43 @@ fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
         }
         "boolean" => value.as_bool().map(|_| ()).ok_or_else(wrong),
         "array" => {
+            // A multi-select: strings, each one of the allowed values
+            // (`items.enum`, or `items.anyOf`'s `const`s), and as many as
+            // `minItems` and `maxItems` allow.
             let items = value.as_array().ok_or_else(wrong)?;
-            if items.iter().all(Value::is_string) {
-                Ok(())
-            } else {
-                Err(wrong())
+            let allowed: Option<Vec<&str>> = prop.get("items").and_then(|i| {
+                i.get("enum")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .or_else(|| {
+                        i.get("anyOf").and_then(Value::as_array).map(|a| {
+                            a.iter()
+                                .filter_map(|o| o.get("const").and_then(Value::as_str))
+                                .collect()
+                        })
+                    })
+            });
+            for item in items {
+                let s = item.as_str().ok_or_else(wrong)?;
+                if allowed.as_ref().is_some_and(|a| !a.contains(&s)) {
+                    return Err(format!(
+                        "the field {name:?} holds a value that is not allowed"
+                    ));
+                }
             }
+            let n = items.len() as u64;
+            if prop
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|m| n < m)
+                || prop
+                    .get("maxItems")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|m| n > m)
+            {
+                return Err(format!("the field {name:?} has the wrong number of values"));
+            }
+            Ok(())
         }
         _ => Ok(()),
     }
@@ -145,7 +178,9 @@ mod tests {
                     "approved": {"type": "boolean"},
                     "size": {"type": "string", "enum": ["s", "m"]},
                     "n": {"type": "integer", "minimum": 1, "maximum": 3},
-                    "tags": {"type": "array", "items": {"type": "string", "enum": ["a"]}}
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["a"]}},
+                    "colours": {"type": "array", "minItems": 1, "maxItems": 2,
+                        "items": {"anyOf": [{"const": "red"}, {"const": "blue"}, {"const": "green"}]}}
                 },
                 "required": ["approved"]
             }),
@@ -158,6 +193,7 @@ mod tests {
             json!({"action": "accept", "content": {"approved": true}}),
             json!({"action": "accept", "content": {"approved": false, "size": "m", "n": 2, "tags": ["a"]}}),
             json!({"action": "accept", "content": {"approved": true, "unknown": 1}}),
+            json!({"action": "accept", "content": {"approved": true, "tags": [], "colours": ["red", "blue"]}}),
             json!({"action": "decline"}),
             json!({"action": "cancel"}),
         ] {
@@ -177,6 +213,10 @@ mod tests {
             json!({"action": "accept", "content": {"approved": true, "n": 1.5}}),
             json!({"action": "accept", "content": {"approved": true, "n": 9}}),
             json!({"action": "accept", "content": {"approved": true, "tags": [1]}}),
+            json!({"action": "accept", "content": {"approved": true, "tags": ["zzz"]}}),
+            json!({"action": "accept", "content": {"approved": true, "colours": ["pink"]}}),
+            json!({"action": "accept", "content": {"approved": true, "colours": []}}),
+            json!({"action": "accept", "content": {"approved": true, "colours": ["red", "blue", "green"]}}),
         ] {
             assert!(validate(&req(), &bad).is_err(), "{bad}");
         }
