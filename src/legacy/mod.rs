@@ -738,7 +738,9 @@ async fn tools_call<S: Store>(
         .task
         .as_ref()
         .and_then(|t| t.ttl)
-        .map_or(config.task_ttl_ms, |t| t.clamp(1_000, config.task_ttl_ms));
+        // At least a second, at most the server's (which may be shorter
+        // than a second: `clamp` would panic).
+        .map_or(config.task_ttl_ms, |t| t.max(1_000).min(config.task_ttl_ms));
     match plan {
         CallPlan::Result(result) if as_task => {
             // Asked to be a task, answered at once: a task that is already

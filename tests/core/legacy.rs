@@ -921,3 +921,22 @@ fn no_module_outside_the_adapter_names_a_legacy_method() {
     println!("src/legacy: {legacy_lines} lines");
     assert!(legacy_lines > 0);
 }
+
+/// A server whose task lifetime is under a second still serves a
+/// 2025-11-25 task call that asks for a longer one: the server's wins.
+#[test]
+fn a_task_ttl_under_a_second_caps_a_legacy_clients_ttl() {
+    let mut cfg = crate::support::config();
+    cfg.task_ttl_ms = 500;
+    let h = Harness::with_config(
+        std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new()),
+        1,
+        cfg,
+    );
+    let mut c = Legacy::connect(&h, json!({}));
+    let created = c.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}, "task": {"ttl": 5000}}),
+    );
+    assert_eq!(created["task"]["ttl"], 500, "{created}");
+}
