@@ -149,6 +149,12 @@ pub enum Change {
         wake_at: Millis,
         message: Option<String>,
     },
+    /// The step failed and runs again at `wake_at`: the same step, with the
+    /// same state and the same answers.
+    Retry {
+        wake_at: Millis,
+        message: Option<String>,
+    },
     Complete {
         result: CallToolResult,
         message: Option<String>,
@@ -167,7 +173,7 @@ impl Change {
         match self {
             Change::NeedInput { .. } => Event::NeedInput,
             Change::InputReceived => Event::InputReceived,
-            Change::StepDone { .. } => Event::StepDone,
+            Change::StepDone { .. } | Change::Retry { .. } => Event::StepDone,
             Change::Complete { .. } => Event::Complete,
             Change::Fail { .. } => Event::Fail,
             Change::Cancel { .. } => Event::CancelRequested,
@@ -181,6 +187,9 @@ pub enum ChangeError {
     Illegal(IllegalTransition),
     /// A step asked for input under a key the task already used.
     KeyReused(String),
+    /// A step asked for input without a request: nothing the client could
+    /// answer, so the task would wait until it expires.
+    NoRequests,
 }
 
 impl std::fmt::Display for ChangeError {
@@ -188,6 +197,7 @@ impl std::fmt::Display for ChangeError {
         match self {
             ChangeError::Illegal(e) => e.fmt(f),
             ChangeError::KeyReused(k) => write!(f, "input key {k:?} was already used by this task"),
+            ChangeError::NoRequests => f.write_str("input was asked for without a request"),
         }
     }
 }
@@ -238,10 +248,13 @@ impl TaskRecord {
         if from.is_terminal() {
             return Ok(());
         }
-        if let Change::NeedInput { requests, .. } = &change
-            && let Some(k) = requests.keys().find(|k| self.issued_keys.contains(k))
-        {
-            return Err(ChangeError::KeyReused(k.clone()));
+        if let Change::NeedInput { requests, .. } = &change {
+            if requests.is_empty() {
+                return Err(ChangeError::NoRequests);
+            }
+            if let Some(k) = requests.keys().find(|k| self.issued_keys.contains(k)) {
+                return Err(ChangeError::KeyReused(k.clone()));
+            }
         }
         match change {
             Change::NeedInput {
@@ -270,6 +283,12 @@ impl TaskRecord {
             } => {
                 self.answers.clear();
                 self.state = state;
+                self.wake_at = Some(wake_at);
+                if message.is_some() {
+                    self.status_message = message;
+                }
+            }
+            Change::Retry { wake_at, message } => {
                 self.wake_at = Some(wake_at);
                 if message.is_some() {
                     self.status_message = message;

@@ -55,6 +55,9 @@ use crate::tools::{
 };
 use serde_json::Value;
 
+/// Most due keys a slice's tick reads to find its own share.
+const DUE_SCAN_MAX: usize = 1_000;
+
 /// How often a commit is retried after a client changed the record.
 const COMMIT_ATTEMPTS: usize = 4;
 
@@ -335,15 +338,22 @@ impl<'a, S: Store> Runner<'a, S> {
         self.tick_slice(now, budget, Slice::WHOLE).await
     }
 
-    /// Advances this slice's share of the `budget` earliest due tasks by
-    /// one step each (see [`Slice`]; ticks on the other slices may run at
-    /// the same time). Each slice takes at most `budget / slices` (rounded
-    /// up), so the slices of one round together advance at most `budget`
-    /// rounded up to a multiple of the slice count.
+    /// Advances this slice's earliest due tasks by one step each, at most
+    /// `budget / slices` of them (rounded up; see [`Slice`]; ticks on the
+    /// other slices may run at the same time), so the slices of one round
+    /// together advance at most `budget` rounded up to a multiple of the
+    /// slice count. A slice finds its own due tasks behind another slice's
+    /// backlog among the first `budget · slices` due keys (at most 1,000).
     pub async fn tick_slice(&self, now: Millis, budget: usize, slice: Slice) -> TickReport {
         let mut report = TickReport::default();
         let share = budget.div_ceil(slice.count().max(1) as usize);
-        let keys: Vec<String> = match self.store.due(now, budget).await {
+        // The earliest due keys of every slice: this slice's own come from
+        // further down when another slice has a backlog due before them.
+        let scan = budget
+            .saturating_mul(slice.count().max(1) as usize)
+            .min(DUE_SCAN_MAX)
+            .max(budget);
+        let keys: Vec<String> = match self.store.due(now, scan).await {
             Ok(k) => k
                 .into_iter()
                 .filter(|k| slice.owns(k))
@@ -356,7 +366,11 @@ impl<'a, S: Store> Runner<'a, S> {
         };
         report.due = keys.len();
         for key in keys {
-            self.advance(&key, now, &mut report).await;
+            // Each task is claimed at the time the tick reaches it: a lease
+            // taken at the tick's start would already have run out for the
+            // tasks behind slow steps.
+            let at = self.clock.map_or(now, |c| c().max(now));
+            self.advance(&key, at, &mut report).await;
         }
         match self.store.next_due().await {
             Ok(next) => report.next_due = next,
@@ -739,8 +753,7 @@ fn apply_outcome(record: &mut TaskRecord, outcome: StepOutcome, now: Millis, ret
             )),
             message: None,
         },
-        StepOutcome::Retry { error, after_ms } => Change::StepDone {
-            state: record.state.clone(),
+        StepOutcome::Retry { error, after_ms } => Change::Retry {
             wake_at: now.saturating_add(
                 retry
                     .backoff(record.attempts, after_ms)
@@ -785,6 +798,9 @@ fn apply_outcome(record: &mut TaskRecord, outcome: StepOutcome, now: Millis, ret
     if let Err(e) = record.apply(change, now) {
         let message = match e {
             ChangeError::KeyReused(_) => "Internal error: the tool reused an input key.",
+            ChangeError::NoRequests => {
+                "Internal error: the tool asked for input without a request."
+            }
             ChangeError::Illegal(_) => "Internal error: the tool made an illegal state change.",
         };
         let _ = record.apply(

@@ -289,3 +289,32 @@ fn a_task_cancelled_after_its_lease_ran_out_is_not_due_again() {
     assert_eq!(entry.due_at, Some(record.expires_at()));
     assert_eq!(h.tick().due, 0);
 }
+
+/// A slice finds its own due task behind another slice's backlog: with a
+/// budget of 4 and two slices, five tasks of slice 0 due first do not hide
+/// slice 1's task due after them.
+#[test]
+fn a_slice_finds_its_due_task_behind_another_slices_backlog() {
+    use mcp_tasks_edge::tasks::runner::Slice;
+    let mut cfg = crate::support::config();
+    cfg.tick_budget = 4;
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, cfg);
+    let (first, second) = (Slice::new(0, 2).unwrap(), Slice::new(1, 2).unwrap());
+    // Tasks of one slice only: another's is cancelled (due at expiry only).
+    let start_in = |slice: Slice, seconds: u64| loop {
+        let task = h.start("slow_compute", json!({"seconds": seconds}));
+        if slice.owns(&task) {
+            break task;
+        }
+        h.send("tasks/cancel", json!({"taskId": task}));
+    };
+    let backlog: Vec<String> = (0..5).map(|_| start_in(first, 1)).collect();
+    let behind = start_in(second, 2);
+    let now = h.now.get() + 2_000;
+    let report = block_on(h.server.tick_slice(now, second));
+    assert_eq!((report.due, report.stepped), (1, 1), "{report}");
+    assert_eq!(h.status(&behind), "completed");
+    let report = block_on(h.server.tick_slice(now, first));
+    assert_eq!(report.due, 2, "its share of the budget: {report}");
+    assert_eq!(backlog.len(), 5);
+}

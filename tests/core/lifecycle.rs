@@ -740,3 +740,121 @@ fn two_racing_answers_of_one_round_are_not_both_answered() {
         assert_eq!(tasks, usize::from(won_with_task), "{answered:?}");
     }
 }
+
+/// A tool that asks one question, then retries the step that reads the
+/// answer once (an API that failed), then answers with what it read; or,
+/// with `{"empty": true}`, asks for input without a request.
+struct RetriesAfterInput;
+
+impl Tool for RetriesAfterInput {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "retries_after_input",
+            title: None,
+            description: "asks, then retries the step that reads the answer",
+            input_schema: json!({"type": "object", "properties": {"empty": {"type": "boolean"}}}),
+            output_schema: None,
+        }
+    }
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Required)
+    }
+    fn call(&self, _: &ToolCall<'_>) -> Result<CallPlan, CallError> {
+        Ok(CallPlan::Task(TaskStart {
+            state: json!(0),
+            first_step_in_ms: 0,
+            message: None,
+        }))
+    }
+    fn step<'a>(&'a self, s: &'a StepContext<'a>) -> StepFuture<'a> {
+        ready(self.next(s))
+    }
+}
+
+impl RetriesAfterInput {
+    fn next(&self, s: &StepContext<'_>) -> StepOutcome {
+        if s.arguments().get("empty") == Some(&json!(true)) {
+            return StepOutcome::NeedInput {
+                state: json!(1),
+                requests: InputRequests::new(),
+                message: None,
+            };
+        }
+        if s.state().as_i64() == Some(0) {
+            let mut r = InputRequests::new();
+            r.insert(
+                "name".into(),
+                InputRequest::elicit_form(
+                    "Who?",
+                    json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+                ),
+            );
+            return StepOutcome::NeedInput {
+                state: json!(1),
+                requests: r,
+                message: None,
+            };
+        }
+        if s.attempt() == 1 {
+            return StepOutcome::Retry {
+                error: "the API answered 503".into(),
+                after_ms: Some(10),
+            };
+        }
+        let name = s
+            .answer("name")
+            .and_then(|a| a.accepted("name").cloned())
+            .unwrap_or(json!("nobody"));
+        StepOutcome::Complete(CallToolResult::text(format!("hello {name}")))
+    }
+}
+
+fn retrying_harness() -> Harness {
+    let store = std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new());
+    let server = Server::new(
+        store.clone(),
+        config(),
+        ToolSet::from_tools(vec![Box::new(RetriesAfterInput)]),
+        Box::new(SequentialIds::starting_at(5)),
+    )
+    .unwrap();
+    Harness {
+        server,
+        ..Harness::over(store, 9)
+    }
+}
+
+/// A step that retries after the client answered still reads the answers
+/// in its next attempt: the same step, the same answers.
+#[test]
+fn a_retried_step_still_has_its_answers() {
+    let h = retrying_harness();
+    let task = h.start("retries_after_input", json!({}));
+    wait_for_input(&h, &task);
+    let (status, _) = update(
+        &h,
+        &task,
+        json!({"name": {"action": "accept", "content": {"name": "Ada"}}}),
+    );
+    assert_eq!(status, 200);
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["content"][0]["text"], "hello \"Ada\"", "{t}");
+}
+
+/// A step that asks for input without a request fails its task, rather
+/// than leave it waiting for an answer nobody can give.
+#[test]
+fn input_asked_without_a_request_fails_the_task() {
+    let h = retrying_harness();
+    let task = h.start("retries_after_input", json!({"empty": true}));
+    let t = h.run_until_settled(&task, 100, 3);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("without a request"),
+        "{t}"
+    );
+}

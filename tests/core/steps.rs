@@ -565,22 +565,36 @@ fn a_steady_task_resets_its_attempts_at_every_step() {
     assert_eq!(h.status(&task), "working");
 }
 
-/// The platform clock of `a_step_past_its_deadline_sends_nothing`.
+/// The platform clock of `a_step_past_its_deadline_sends_nothing`: its
+/// first reading after a tick starts (the claim's) is `LATE_BASE`, every
+/// later one (the step's, the commit's) `LATE_CLOCK`.
+static LATE_BASE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 static LATE_CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+static LATE_READS: AtomicUsize = AtomicUsize::new(0);
+
+fn late_clock() -> i64 {
+    if LATE_READS.fetch_add(1, Ordering::SeqCst) == 0 {
+        LATE_BASE.load(Ordering::SeqCst)
+    } else {
+        LATE_CLOCK.load(Ordering::SeqCst)
+    }
+}
 
 #[test]
 fn a_step_past_its_deadline_sends_nothing() {
     let (h, fake) = harness(Rc::new(Upstream::default()), job_config());
-    let h = h.with_server(|s| s.with_clock(|| LATE_CLOCK.load(Ordering::SeqCst)));
+    let h = h.with_server(|s| s.with_clock(late_clock));
     let task = h.start("run_job", json!({"input": "x"}));
     // By the platform clock the step's deadline (its lease's end less a
     // margin) has come when it calls out: the call is not made, and the
     // step's retry still commits inside the lease.
     let lease = h.server.config().lease_ms as i64;
+    LATE_BASE.store(h.now.get(), Ordering::SeqCst);
     LATE_CLOCK.store(
         h.now.get() + lease - (lease / 5).min(5_000),
         Ordering::SeqCst,
     );
+    LATE_READS.store(0, Ordering::SeqCst);
     assert_eq!(h.tick().stepped, 1);
     let t = h.get(&task);
     assert_eq!(t["status"], "working", "{t}");
@@ -592,7 +606,9 @@ fn a_step_past_its_deadline_sends_nothing() {
 
     // A step that ends after its lease is abandoned: nothing is committed.
     h.advance(lease);
+    LATE_BASE.store(h.now.get(), Ordering::SeqCst);
     LATE_CLOCK.store(h.now.get() + 10 * lease, Ordering::SeqCst);
+    LATE_READS.store(0, Ordering::SeqCst);
     let r = h.tick();
     assert_eq!((r.stepped, r.fenced), (0, 1), "{r:?}");
 }
@@ -930,4 +946,37 @@ fn a_create_the_quota_refuses_runs_no_inline_step() {
         1,
         "a refused create ran a step"
     );
+}
+
+/// The platform clock of
+/// `each_task_of_a_tick_is_claimed_when_the_tick_reaches_it`.
+static SLOW_CLOCK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Two due tasks in one tick whose steps each take three fifths of a
+/// lease (by the platform clock): the second is claimed when the first is
+/// done, with a lease of its own time, and commits.
+#[test]
+fn each_task_of_a_tick_is_claimed_when_the_tick_reaches_it() {
+    let lease = config().lease_ms as i64;
+    let upstream = Rc::new(Upstream::default());
+    let fake = Rc::new(FakeOutbound::new(move |req| {
+        SLOW_CLOCK.fetch_add(lease * 3 / 5, Ordering::SeqCst);
+        upstream.answer(req)
+    }));
+    let h = serving(Arc::new(MemoryStore::new()), 1, fake.clone(), job_config())
+        .with_server(|s| s.with_clock(|| SLOW_CLOCK.load(Ordering::SeqCst)));
+    let a = h.start("run_job", json!({"input": "a"}));
+    let b = h.start("run_job", json!({"input": "b"}));
+    SLOW_CLOCK.store(h.now.get(), Ordering::SeqCst);
+    let r = h.tick();
+    assert_eq!((r.stepped, r.fenced), (2, 0), "{r:?}");
+    assert_eq!(fake.requests().len(), 2);
+    for task in [a, b] {
+        let t = h.get(&task);
+        assert_eq!(t["status"], "working", "{t}");
+        assert!(
+            !t["statusMessage"].as_str().unwrap_or("").contains("failed"),
+            "{t}"
+        );
+    }
 }
