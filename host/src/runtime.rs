@@ -395,6 +395,23 @@ fn allowed_origins(env: &[(String, String)]) -> Vec<String> {
 
 type IoFuture = Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>;
 
+/// `body`, adding the bytes of each of its frames to `progress` as they
+/// pass.
+fn counting<B>(body: B, progress: Arc<AtomicU64>) -> WasiBody
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    WasiBody: From<http_body_util::combinators::UnsyncBoxBody<Bytes, B::Error>>,
+{
+    body.map_frame(move |frame| {
+        if let Some(data) = frame.data_ref() {
+            progress.fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        frame
+    })
+    .boxed_unsync()
+    .into()
+}
+
 impl WasiHttpHooks for Outgoing {
     fn send_request(
         &mut self,
@@ -417,11 +434,15 @@ impl WasiHttpHooks for Outgoing {
         }
         let progress = self.progress.clone();
         progress.fetch_add(1, Ordering::Relaxed);
+        // Bytes moving either way count too: an upload or a download that
+        // is slow but steady keeps the call alive (the step's own deadline
+        // and the request's timeouts bound it).
+        let request = request.map(|body| counting(body, progress.clone()));
         Box::new(async move {
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             progress.fetch_add(1, Ordering::Relaxed);
             Ok((
-                response.map(BodyExt::boxed_unsync),
+                response.map(|body| counting(body, progress)),
                 Box::new(io) as IoFuture,
             ))
         })

@@ -278,3 +278,81 @@ async fn a_response_over_the_cap_is_refused() {
     assert!(msg.contains("larger than 8 bytes"), "{msg}");
     assert_eq!(up.submit_keys().len(), 2, "one request per attempt");
 }
+
+/// An API on 127.0.0.1 that answers every request at once with its head,
+/// then sends the body (`{"id":"job-1"}`) a byte at a time, `gap` apart.
+async fn trickling_api(gap: Duration) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The request's head and its (small) body.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let body = br#"{"id":"job-1"}"#;
+                let head = format!(
+                    "HTTP/1.1 202 Accepted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                if s.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for b in body {
+                    tokio::time::sleep(gap).await;
+                    if s.write_all(&[*b]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (origin, task)
+}
+
+/// A response whose body arrives slowly (but steadily) keeps the step's
+/// call alive past the call deadline, as a request body arriving slowly
+/// does: the bytes coming in count as progress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_body_still_arriving_outlasts_the_call_deadline() {
+    let (origin, api) = trickling_api(Duration::from_millis(100)).await;
+    let dir = TempDir::new("outbound-trickle");
+    let clock = Clock::manual(T0);
+    let (engine, component) = fresh_engine();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let mut s = settings(&clock);
+    // The body takes about 1.4 s, more than four call deadlines.
+    s.call_deadline = Duration::from_millis(300);
+    let url = format!("{origin}/api");
+    s.env = env(&[
+        ("MCP_OUTBOUND_ALLOW", origin.as_str()),
+        ("JOB_API_URL", url.as_str()),
+        ("JOB_API_KEY", "sk-wasi"),
+    ]);
+    let c = Client::new(Runtime::from_component(&engine, &component, store, s).unwrap());
+    let task = c.start("run_job", json!({"input": "a.csv"})).await;
+    clock.advance(100);
+    let report = c.rt.tick(clock.now_ms()).await;
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!(
+        c.rt.limit_stats()
+            .interrupts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(c.rt.traps(), 0);
+    let t = c.get(&task).await;
+    assert_eq!(t["status"], "working", "{t}");
+    assert_eq!(
+        t["statusMessage"], "The job is running.",
+        "the submit's answer was read whole: {t}"
+    );
+    api.abort();
+}
