@@ -236,7 +236,15 @@ fn main() -> Result<()> {
         );
         shutdown_signal().await;
         eprintln!("host: shutting down: answering the requests in progress");
-        let cut = running.stop().await;
+        // A second signal exits at once: every acknowledged write is
+        // durable already, only the answers in progress are lost.
+        let cut = tokio::select! {
+            cut = running.stop() => cut,
+            _ = shutdown_signal() => {
+                eprintln!("host: a second signal: exiting without waiting for the requests in progress");
+                std::process::exit(130);
+            }
+        };
         if cut > 0 {
             eprintln!("host: {cut} connections still open after the grace period are cut");
         }

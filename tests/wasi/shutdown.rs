@@ -98,3 +98,49 @@ async fn sigterm_answers_the_request_in_progress_then_exits() {
     assert!(stderr.contains("host: shutting down"), "{stderr}");
     assert!(!stderr.contains("are cut"), "{stderr}");
 }
+
+/// A second `SIGTERM` during the drain exits at once (status 130), without
+/// waiting for the request in progress or the grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_exits_at_once() {
+    let dir = TempDir::new("shutdown-twice");
+    let mut host = HostProcess::spawn(
+        dir.path(),
+        &["--shutdown-grace-ms", "60000"],
+        &[
+            ("MCP_AUTH", "insecure-local"),
+            (
+                "MCP_STATE_SECRET",
+                "shutdown-test-state-secret-of-32-bytes!",
+            ),
+        ],
+        &[],
+    );
+    host.listening().await;
+    // A request in progress that never completes.
+    let whole = discover_request(false);
+    let half = whole.len() - DISCOVER.len() / 2;
+    let mut busy = TcpStream::connect(("127.0.0.1", host.port)).await.unwrap();
+    busy.write_all(&whole.as_bytes()[..half]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let term = |pid: u32| {
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    };
+    term(host.child.id());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        host.child.try_wait().unwrap().is_none(),
+        "the first signal waits for the request in progress"
+    );
+    term(host.child.id());
+    let Some(status) = host.exit_within(Duration::from_secs(10)).await else {
+        panic!("the host did not exit on the second signal");
+    };
+    let stderr = host.stderr();
+    assert_eq!(status.code(), Some(130), "{status}: {stderr}");
+    assert!(stderr.contains("a second signal"), "{stderr}");
+}
