@@ -235,8 +235,44 @@ pub trait TaskTool: Send + Sync + 'static {
     /// 2026-07-28 client that did not declare the extension is refused with
     /// -32021 as with `Required`: a tool that answers such a client
     /// synchronously implements [`Tool`](super::Tool) itself.
+    /// [`TaskSupport::Never`] is read as `Required`, for the same reason.
     fn requirements(&self) -> Requirements {
         Requirements::new(TaskSupport::Required)
+    }
+
+    /// Refuses arguments that are well-formed but cannot be worked on (a
+    /// value out of range, an origin the deployment does not allow), before
+    /// any task is created: `Err(why)` answers the call with an error result
+    /// (`isError`), which the model can correct, and stores nothing. By
+    /// default every call that parses is taken.
+    ///
+    /// ```
+    /// # use mcp_tasks_edge::tools::{Start, Step, StepContext, TaskTool};
+    /// # #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// # struct Args { minutes: u32 }
+    /// # struct Timer;
+    /// impl TaskTool for Timer {
+    ///     # type Args = Args;
+    ///     # type State = ();
+    ///     # type Output = String;
+    ///     # const NAME: &'static str = "timer";
+    ///     # const DESCRIPTION: &'static str = "Waits.";
+    ///     fn check(&self, args: &Args) -> Result<(), String> {
+    ///         if args.minutes > 60 {
+    ///             return Err("minutes must be at most 60".to_owned());
+    ///         }
+    ///         Ok(())
+    ///     }
+    ///     # fn start(&self, args: &Args) -> Start<()> {
+    ///     #     Start::now(()).after_ms(u64::from(args.minutes) * 60_000)
+    ///     # }
+    ///     # async fn step(&self, _: Args, _: (), _: &StepContext<'_>) -> Step<(), String> {
+    ///     #     Step::Done("done".to_owned())
+    ///     # }
+    /// }
+    /// ```
+    fn check(&self, _args: &Self::Args) -> Result<(), String> {
+        Ok(())
     }
 
     /// The first state, from the validated arguments.
@@ -305,11 +341,19 @@ impl<T: TaskTool> Tool for TaskAdapter<T> {
     }
 
     fn requirements(&self) -> Requirements {
-        self.0.requirements()
+        let mut needs = self.0.requirements();
+        // Always a task (see `TaskTool::requirements`).
+        if needs.tasks == TaskSupport::Never {
+            needs.tasks = TaskSupport::Required;
+        }
+        needs
     }
 
     fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
         let args = call.args::<T::Args>(T::NAME)?;
+        if let Err(why) = self.0.check(&args) {
+            return Ok(CallPlan::Result(CallToolResult::error(why)));
+        }
         let start = self.0.start(&args);
         let state = serde_json::to_value(&start.state).map_err(|_| {
             RpcError::internal("Internal error: the task state could not be encoded.")

@@ -980,3 +980,95 @@ fn each_task_of_a_tick_is_claimed_when_the_tick_reaches_it() {
         );
     }
 }
+
+/// A typed task tool that refuses some arguments before any task, and
+/// declares `TaskSupport::Never` (read as `Required`: it always answers
+/// with a task).
+struct Checked;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CheckedArgs {
+    minutes: u32,
+}
+
+impl TaskTool for Checked {
+    type Args = CheckedArgs;
+    type State = ();
+    type Output = String;
+    const NAME: &'static str = "checked";
+    const DESCRIPTION: &'static str = "refuses more than an hour";
+    fn requirements(&self) -> Requirements {
+        Requirements::new(TaskSupport::Never)
+    }
+    fn check(&self, args: &CheckedArgs) -> Result<(), String> {
+        if args.minutes > 60 {
+            return Err("minutes must be at most 60".to_owned());
+        }
+        Ok(())
+    }
+    fn start(&self, args: &CheckedArgs) -> Start<()> {
+        Start::now(()).after_ms(u64::from(args.minutes) * 60_000)
+    }
+    async fn step(&self, _: CheckedArgs, _: (), _: &StepContext<'_>) -> Step<(), String> {
+        Step::Done("done".to_owned())
+    }
+}
+
+#[test]
+fn a_typed_task_tool_refuses_arguments_before_any_task_and_is_always_a_task() {
+    let h = Harness::with_config(Arc::new(MemoryStore::new()), 1, config()).with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            config(),
+            ToolSet::empty().with(task_tool(Checked)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(7)),
+        )
+        .unwrap()
+    });
+    let before = h.store.len();
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "checked", "arguments": {"minutes": 90}}),
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["content"][0]["text"], "minutes must be at most 60");
+    assert_eq!(h.store.len(), before, "nothing stored");
+    let task = h.start("checked", json!({"minutes": 1}));
+    assert_eq!(h.status(&task), "working");
+    // Refused as a task-only tool to a client without the extension,
+    // whatever it declared.
+    let (status, e) = h.send_with(
+        "tools/call",
+        json!({"name": "checked", "arguments": {"minutes": 1}}),
+        json!({}),
+    );
+    assert_eq!(
+        (status, e["error"]["code"].as_i64()),
+        (400, Some(-32021)),
+        "{e}"
+    );
+    // A 2025-11-25 client sees it listed as task-only.
+    let post = |body: Value, session: Option<&str>| {
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(s) = session {
+            headers.push(("mcp-session-id", s));
+            headers.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        h.post_raw(&headers, &serde_json::to_vec(&body).unwrap())
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"}}}),
+        None,
+    );
+    let session = init.header("mcp-session-id").unwrap().to_owned();
+    let listed = crate::support::body_json(&post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        Some(&session),
+    ));
+    assert_eq!(
+        listed["result"]["tools"][0]["execution"]["taskSupport"], "required",
+        "{listed}"
+    );
+}
