@@ -245,6 +245,8 @@ impl Config {
     /// | `MCP_OUTBOUND_MAX_BYTES` | largest outbound response body read (default 1048576) |
     /// | `MCP_STEP_MAX_ATTEMPTS` | attempts a task step may start before the task fails (default 5) |
     /// | `MCP_RETRY_BASE_MS`, `MCP_RETRY_CAP_MS` | a retried step's first and longest backoff (default 1000, 60000) |
+    /// | `MCP_SERVER_NAME`, `MCP_SERVER_VERSION` | the `serverInfo` every result names (default `mcp-tasks-edge` and this library's version; at most 128 and 64 characters) |
+    /// | `MCP_INSTRUCTIONS` | `server/discover`'s `instructions` for the model (at most 16384 characters; unset = none) |
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let mut c = Config::default();
         let get = |name: &str| {
@@ -290,6 +292,31 @@ impl Config {
         }
         if let Some(v) = number("MCP_LEASE_MS")? {
             c.lease_ms = v.max(1);
+        }
+        let text = |name: &str, max: usize| -> Result<Option<String>, ConfigError> {
+            match get(name) {
+                Some(v) if v.chars().count() > max || v.chars().any(char::is_control) => {
+                    Err(ConfigError(format!(
+                        "{name} must be at most {max} characters, without control characters"
+                    )))
+                }
+                v => Ok(v),
+            }
+        };
+        if let Some(v) = text("MCP_SERVER_NAME", 128)? {
+            c.server_name = v;
+        }
+        if let Some(v) = text("MCP_SERVER_VERSION", 64)? {
+            c.server_version = v;
+        }
+        // Instructions may run over several lines.
+        if let Some(v) = get("MCP_INSTRUCTIONS") {
+            if v.chars().count() > 16_384 {
+                return Err(ConfigError(
+                    "MCP_INSTRUCTIONS must be at most 16384 characters".into(),
+                ));
+            }
+            c.instructions = Some(v);
         }
         if let Some(o) = get("MCP_ALLOWED_ORIGINS") {
             c.allowed_origins = list(&o);
@@ -372,6 +399,42 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn names_the_server_from_its_settings() {
+        let secret = ("MCP_STATE_SECRET", "state-secret-for-config-tests-0123");
+        let c = Config::from_env(env(&[secret])).unwrap();
+        assert_eq!(
+            (c.server_name.as_str(), c.instructions.as_deref()),
+            ("mcp-tasks-edge", None)
+        );
+        let c = Config::from_env(env(&[
+            secret,
+            ("MCP_SERVER_NAME", " acme-reports "),
+            ("MCP_SERVER_VERSION", "2.1.0"),
+            (
+                "MCP_INSTRUCTIONS",
+                "Call generate_report first.\nThen wait.",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (c.server_name.as_str(), c.server_version.as_str()),
+            ("acme-reports", "2.1.0")
+        );
+        assert_eq!(
+            c.instructions.as_deref(),
+            Some("Call generate_report first.\nThen wait.")
+        );
+        let long = "x".repeat(129);
+        for bad in [
+            ("MCP_SERVER_NAME", long.as_str()),
+            ("MCP_SERVER_NAME", "a\u{7}b"),
+            ("MCP_SERVER_VERSION", "1\n2"),
+        ] {
+            assert!(Config::from_env(env(&[secret, bad])).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -131,3 +131,36 @@ async fn the_host_refuses_limits_it_cannot_keep() {
         );
     }
 }
+
+/// `MCP_SERVER_NAME`, `MCP_SERVER_VERSION` and `MCP_INSTRUCTIONS` name the
+/// component's server; a name it cannot take is a setting refused (503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_is_named_by_its_settings() {
+    let dir = TempDir::new("config-name");
+    let rt = runtime(
+        dir.path(),
+        settings_without(
+            "",
+            &[
+                ("MCP_SERVER_NAME", "acme-reports"),
+                ("MCP_SERVER_VERSION", "2.1.0"),
+                ("MCP_INSTRUCTIONS", "Call generate_report first."),
+            ],
+        ),
+    );
+    let resp = discover(&rt).await;
+    let v = resp.json();
+    assert_eq!(resp.status, 200, "{v}");
+    assert_eq!(
+        v["result"]["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "acme-reports", "version": "2.1.0"}),
+        "{v}"
+    );
+    assert_eq!(v["result"]["instructions"], "Call generate_report first.");
+    let long = "x".repeat(200);
+    let rt = runtime(
+        dir.path(),
+        settings_without("", &[("MCP_SERVER_NAME", long.as_str())]),
+    );
+    assert_eq!(discover(&rt).await.status, 503);
+}

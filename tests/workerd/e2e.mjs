@@ -364,6 +364,20 @@ async function outbound(upstream) {
 }
 
 /// The same tool on a server whose allow-list does not name the API.
+/// The server run with MCP_SERVER_NAME, MCP_SERVER_VERSION and
+/// MCP_INSTRUCTIONS names itself so, on every result, the shard's included.
+async function serverIdentity() {
+  await test('MCP_SERVER_NAME, MCP_SERVER_VERSION and MCP_INSTRUCTIONS name the server on workerd', async () => {
+    const d = await call('server/discover', {});
+    const info = { name: 'acme-reports', version: '2.1.0' };
+    equal(d.body.result?._meta?.['io.modelcontextprotocol/serverInfo'], info, 'discover serverInfo');
+    equal(d.body.result?.instructions, 'Call run_job with an input.', 'instructions');
+    const taskId = await startTask('run_job', { input: 'named' });
+    const t = await call('tasks/get', { taskId });
+    equal(t.body.result?._meta?.['io.modelcontextprotocol/serverInfo'], info, 'tasks/get serverInfo');
+  });
+}
+
 async function outboundRefused(upstream) {
   await test('run_job on workerd: an origin off the allow-list is refused in the step', async () => {
     const before = upstream.seen.length;
@@ -1336,9 +1350,13 @@ async function main() {
   await server.start();
   await outbound(upstream);
   await server.stop();
-  useServer(new Wrangler({ MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url }));
+  useServer(new Wrangler({
+    MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url,
+    MCP_SERVER_NAME: 'acme-reports', MCP_SERVER_VERSION: '2.1.0', MCP_INSTRUCTIONS: 'Call run_job with an input.',
+  }));
   await server.start();
   await outboundRefused(upstream);
+  await serverIdentity();
   await server.stop();
   useServer(new Wrangler({
     MCP_OUTBOUND_ALLOW: upstream.origin, JOB_API_URL: upstream.url, MCP_OUTBOUND_MAX_BYTES: '8',
