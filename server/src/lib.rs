@@ -15,6 +15,18 @@ use mcp_tasks_edge::tools::{ToolSet, ToolSettings};
 
 /// The server's tools, from the deployment's settings.
 pub fn tools(settings: &dyn ToolSettings) -> Result<ToolSet, String> {
+    // The test builds (the conformance fixtures) hold the library to its
+    // promise on both runtimes: a tool factory never sees the server's
+    // secrets, so every test of these builds would fail to start here.
+    #[cfg(feature = "conformance")]
+    if let Some(name) = mcp_tasks_edge::tools::SERVER_SECRETS
+        .iter()
+        .find(|name| settings.get(name).is_some())
+    {
+        return Err(format!(
+            "the tool factory was given the server's secret {name}"
+        ));
+    }
     let outline_ms = match settings.get("MCP_REPORT_OUTLINE_MS") {
         Some(v) => v
             .trim()

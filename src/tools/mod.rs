@@ -237,7 +237,9 @@ pub fn ready<'a>(outcome: StepOutcome) -> StepFuture<'a> {
 
 /// A tool setting or secret, read from the runtime's environment (a Worker
 /// variable or secret, the component's environment). Names starting with
-/// `MCP_` are the server's own and never reach a tool.
+/// `MCP_` are the server's own: a step never reads one
+/// ([`StepContext::setting`]), and a [`ToolFactory`] reads them without the
+/// server's secrets.
 pub trait ToolSettings {
     fn get(&self, name: &str) -> Option<String>;
 }
@@ -538,9 +540,42 @@ pub struct ToolSet {
 }
 
 /// Builds a deployment's tools from its settings (Worker variables and
-/// secrets, the component's environment). The platform glue calls it; an
-/// `Err` is a configuration error (logged; the server answers 503).
+/// secrets, the component's environment). The platform glue calls it
+/// whenever it builds a server (on a Worker, for each request and each
+/// shard alarm), so it should be cheap and give the same tools each time;
+/// an `Err` is a configuration error (logged; the server answers 503). It
+/// sees the server's own `MCP_*` settings (`MCP_TOOLS`, say) but not the
+/// server's secrets ([`SERVER_SECRETS`]).
 pub type ToolFactory = fn(&dyn ToolSettings) -> Result<ToolSet, String>;
+
+/// The server's own secrets: no tool code reads them, the tool factory
+/// included.
+pub const SERVER_SECRETS: &[&str] = &[
+    "MCP_STATE_SECRET",
+    "MCP_STATE_SECRET_PREVIOUS",
+    "MCP_JWT_HS256_SECRET",
+];
+
+/// `settings` as a [`ToolFactory`] is given them: without
+/// [`SERVER_SECRETS`].
+///
+/// ```
+/// use mcp_tasks_edge::tools::{ToolSettings, factory_settings};
+///
+/// let env = |name: &str| Some(format!("value of {name}"));
+/// let seen = factory_settings(&env);
+/// assert_eq!(seen.get("MCP_TOOLS").as_deref(), Some("value of MCP_TOOLS"));
+/// assert_eq!(seen.get("MCP_STATE_SECRET"), None);
+/// ```
+pub fn factory_settings(settings: &dyn ToolSettings) -> impl ToolSettings + '_ {
+    move |name: &str| {
+        if SERVER_SECRETS.contains(&name) {
+            None
+        } else {
+            settings.get(name)
+        }
+    }
+}
 
 impl ToolSet {
     /// Nothing offered.

@@ -90,7 +90,7 @@ async fn serve(mut req: Request, env: Env, ctx: Context, tools: ToolFactory) -> 
     };
     let mode = settings.store;
     let listen_budget = settings.listen_subrequests;
-    let tools = match tools(&env_lookup(&env)) {
+    let tools = match tools(&crate::tools::factory_settings(&env_lookup(&env))) {
         Ok(t) => t,
         Err(e) => return misconfigured("tools", &e),
     };

@@ -383,7 +383,7 @@ impl Shard {
         };
         let budget = settings.config.tick_budget;
         let lookup = super::env::env_lookup(&self.env);
-        let tools = match (self.tools)(&lookup) {
+        let tools = match (self.tools)(&crate::tools::factory_settings(&lookup)) {
             Ok(t) => t,
             Err(e) => return self.sweep_failed(&storage, origin, &e, now).await,
         };

@@ -84,7 +84,7 @@ fn build(tools: ToolFactory) -> Instance {
              fixed identity with no credentials checked. Never expose this server beyond localhost."
         );
     }
-    let tools = tools(&env_lookup).map_err(|e| {
+    let tools = tools(&crate::tools::factory_settings(&env_lookup)).map_err(|e| {
         eprintln!("mcp-tasks-edge: invalid tool configuration: {e}");
         e
     })?;
