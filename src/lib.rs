@@ -66,3 +66,8 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+/// The README's code, compiled with the doc tests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
