@@ -422,7 +422,8 @@ pub struct Server<S: Store> {
 impl<S: Store> Server<S> {
     /// A server over `store` offering `tools`. `ids` supplies task ids,
     /// nonces and this instance's runner id. Refused without a state key
-    /// (`config.state_keys` left at its empty default).
+    /// (`config.state_keys` left at its empty default), and for a tool set
+    /// that registers a name or URI twice ([`ToolSet::duplicates`]).
     pub fn new(
         store: S,
         config: Config,
@@ -436,6 +437,11 @@ impl<S: Store> Server<S> {
             return Err(RpcError::internal(
                 "The server has no state key: set Config::state_keys (MCP_STATE_SECRET).",
             ));
+        }
+        if let Some(first) = tools.duplicates().first() {
+            return Err(RpcError::internal(format!(
+                "The tool set registers {first} twice; give each tool, prompt and resource its own name or URI."
+            )));
         }
         let mut runner = [0u8; 9];
         ids.fill(&mut runner)?;

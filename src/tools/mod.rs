@@ -537,6 +537,9 @@ pub struct ToolSet {
     resources: Vec<(ResourceInfo, Box<dyn Resource>)>,
     templates: Vec<(TemplateInfo, Box<dyn ResourceTemplate>)>,
     prompts: Vec<(PromptInfo, Box<dyn Prompt>)>,
+    /// Names (and URIs) registered again, whose later registration was
+    /// dropped: a server refuses such a set ([`ToolSet::duplicates`]).
+    duplicates: Vec<String>,
 }
 
 /// Builds a deployment's tools from its settings (Worker variables and
@@ -584,17 +587,20 @@ impl ToolSet {
     }
 
     /// Everything both sets offer, `self`'s first (a tool or prompt name,
-    /// or a resource URI, already taken is dropped).
+    /// or a resource URI, already taken is dropped, and named in
+    /// [`ToolSet::duplicates`]).
     pub fn and(self, other: ToolSet) -> Self {
         let ToolSet {
             tools,
             resources,
             templates,
             prompts,
+            duplicates,
         } = other;
         let mut set = tools
             .into_iter()
             .fold(self, |set, (d, tool)| set.with_described(d, tool));
+        set.duplicates.extend(duplicates);
         for (info, r) in resources {
             set = set.with_described_resource(info, r);
         }
@@ -606,7 +612,7 @@ impl ToolSet {
     }
 
     /// A registry of the given tools; a later tool with a name already
-    /// taken is dropped.
+    /// taken is dropped (see [`ToolSet::duplicates`]).
     pub fn from_tools(list: Vec<Box<dyn Tool>>) -> Self {
         list.into_iter().fold(ToolSet::default(), ToolSet::with)
     }
@@ -619,6 +625,8 @@ impl ToolSet {
     fn with_described_resource(mut self, info: ResourceInfo, resource: Box<dyn Resource>) -> Self {
         if self.resources.iter().all(|(i, _)| i.uri != info.uri) {
             self.resources.push((info, resource));
+        } else {
+            self.duplicates.push(format!("the resource {}", info.uri));
         }
         self
     }
@@ -639,6 +647,8 @@ impl ToolSet {
     fn with_described_prompt(mut self, info: PromptInfo, prompt: Box<dyn Prompt>) -> Self {
         if self.prompts.iter().all(|(i, _)| i.name != info.name) {
             self.prompts.push((info, prompt));
+        } else {
+            self.duplicates.push(format!("the prompt {}", info.name));
         }
         self
     }
@@ -679,8 +689,27 @@ impl ToolSet {
     fn with_described(mut self, descriptor: ToolDescriptor, tool: Box<dyn Tool>) -> Self {
         if self.tools.iter().all(|(d, _)| d.name != descriptor.name) {
             self.tools.push((descriptor, tool));
+        } else {
+            self.duplicates
+                .push(format!("the tool {}", descriptor.name));
         }
         self
+    }
+
+    /// What was registered twice (a tool or prompt name, a resource URI),
+    /// each named once per later registration, which was dropped.
+    /// [`Server::new`](crate::server::Server::new) refuses a set with any,
+    /// so that a tool is never shadowed without a word.
+    ///
+    /// ```
+    /// use mcp_tasks_edge::tools::ToolSet;
+    ///
+    /// let twice = mcp_tasks_edge::demo::tools(0).and(mcp_tasks_edge::demo::tools(0));
+    /// assert!(twice.duplicates().iter().any(|d| d == "the tool run_job"));
+    /// assert!(ToolSet::empty().duplicates().is_empty());
+    /// ```
+    pub fn duplicates(&self) -> &[String] {
+        &self.duplicates
     }
 
     /// The tool and its registered name.

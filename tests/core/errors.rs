@@ -771,3 +771,39 @@ fn a_server_without_a_state_key_is_refused() {
         .is_ok()
     );
 }
+
+/// A tool set that registers a tool, prompt or resource twice is refused,
+/// naming it, instead of serving the first and dropping the second.
+#[test]
+fn a_tool_set_with_a_name_twice_is_refused() {
+    use std::sync::Arc;
+
+    use mcp_tasks_edge::ids::SequentialIds;
+    use mcp_tasks_edge::resources::text_resource;
+    use mcp_tasks_edge::server::Server;
+    use mcp_tasks_edge::store::MemoryStore;
+    use mcp_tasks_edge::tools::ToolSet;
+    let server = |tools: ToolSet| {
+        Server::new(
+            Arc::new(MemoryStore::new()),
+            crate::support::config(),
+            tools,
+            Box::new(SequentialIds::starting_at(1)),
+        )
+    };
+    let demo = || mcp_tasks_edge::demo::tools(0);
+    let doc = || text_resource("docs://a", "a", "text/plain", "A");
+    for (set, named) in [
+        (demo().and(demo()), "the tool generate_report"),
+        (
+            ToolSet::empty().with_resource(doc()).with_resource(doc()),
+            "the resource docs://a",
+        ),
+    ] {
+        let Err(e) = server(set) else {
+            panic!("{named} twice was served")
+        };
+        assert!(e.message.contains(named), "{}", e.message);
+    }
+    assert!(server(demo().with_resource(doc())).is_ok());
+}
