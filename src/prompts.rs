@@ -186,8 +186,9 @@ pub trait Prompt: Send + Sync + 'static {
     }
 }
 
-/// A prompt whose arguments are a serde type (fields of type `String` or
-/// `Option<String>`: prompt arguments are strings). Its arguments, their
+/// A prompt whose arguments are a serde type. Prompt arguments are strings:
+/// a field of a number or boolean type (`u32`, `Option<bool>`) is read from
+/// its text, and one that does not read as one is -32602. Its arguments, their
 /// descriptions (the fields' doc comments) and which are required are
 /// generated from the type (listed required first, each group by name);
 /// register it with [`typed_prompt`].
@@ -238,6 +239,17 @@ pub trait TypedPrompt: Send + Sync + 'static {
     }
 }
 
+/// Whether a property's schema asks for a number or a boolean (alone, or
+/// beside `null` for an `Option`).
+fn wants_scalar(property: &Value) -> bool {
+    let scalar = |t: &Value| matches!(t.as_str(), Some("integer" | "number" | "boolean"));
+    match property.get("type") {
+        Some(Value::Array(types)) => types.iter().any(scalar),
+        Some(t) => scalar(t),
+        None => false,
+    }
+}
+
 /// Registers a [`TypedPrompt`].
 pub fn typed_prompt<P: TypedPrompt>(prompt: P) -> impl Prompt {
     TypedAdapter(prompt)
@@ -281,9 +293,23 @@ impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
     }
 
     fn get(&self, args: &Vars) -> Result<PromptResult, String> {
+        // Prompt arguments arrive as strings: a field of a number or
+        // boolean type is read from its text (`"3"` for a `u32`).
+        let schema = crate::schema::schema_of::<P::Args>();
+        let props = schema.get("properties").and_then(Value::as_object);
         let object: Map<String, Value> = args
             .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .map(|(k, v)| {
+                let text = || Value::from(v.as_str());
+                let value = match props.and_then(|p| p.get(k)) {
+                    Some(p) if wants_scalar(p) => crate::json::from_str::<Value>(v)
+                        .ok()
+                        .filter(|x| x.is_number() || x.is_boolean())
+                        .unwrap_or_else(text),
+                    _ => text(),
+                };
+                (k.clone(), value)
+            })
             .collect();
         let typed: P::Args = crate::json::from_value(Value::Object(object))
             .map_err(|e| crate::error::truncate(&e.to_string(), 200).to_owned())?;

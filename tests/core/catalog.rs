@@ -283,3 +283,69 @@ fn mirrored_argument_headers_must_match_the_body() {
     assert!(mismatch(priority(json!(3), "3x")));
     assert!(mismatch(priority(json!(3), "three")));
 }
+
+/// A typed prompt with a number and an optional boolean field.
+struct Countdown;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct CountdownArgs {
+    /// Where to start.
+    from: u32,
+    /// Shout it.
+    loud: Option<bool>,
+}
+
+impl mcp_tasks_edge::prompts::TypedPrompt for Countdown {
+    type Args = CountdownArgs;
+    const NAME: &'static str = "countdown";
+    const DESCRIPTION: &'static str = "Counts down.";
+    fn messages(
+        &self,
+        args: CountdownArgs,
+    ) -> Result<Vec<mcp_tasks_edge::prompts::PromptMessage>, String> {
+        let text = format!("from {}, loud: {:?}", args.from, args.loud);
+        Ok(vec![mcp_tasks_edge::prompts::PromptMessage::user(
+            mcp_tasks_edge::protocol::content::Content::text(text),
+        )])
+    }
+}
+
+/// Prompt arguments arrive as strings: a typed prompt's number and boolean
+/// fields are read from their text, and text that is not one is -32602.
+#[test]
+fn a_typed_prompt_reads_numbers_and_booleans_from_their_text() {
+    let h = Harness::new().with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            crate::support::config(),
+            mcp_tasks_edge::tools::ToolSet::empty()
+                .with_prompt(mcp_tasks_edge::prompts::typed_prompt(Countdown)),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+        )
+        .unwrap()
+    });
+    let get = |args: Value| {
+        h.send(
+            "prompts/get",
+            json!({"name": "countdown", "arguments": args}),
+        )
+    };
+    let (_, v) = get(json!({"from": "3", "loud": "true"}));
+    assert_eq!(
+        v["result"]["messages"][0]["content"]["text"], "from 3, loud: Some(true)",
+        "{v}"
+    );
+    let (_, v) = get(json!({"from": "10"}));
+    assert_eq!(
+        v["result"]["messages"][0]["content"]["text"], "from 10, loud: None",
+        "{v}"
+    );
+    for bad in [
+        json!({"from": "three"}),
+        json!({"from": "-1"}),
+        json!({"from": "3", "loud": "yes"}),
+    ] {
+        let (_, v) = get(bad.clone());
+        assert_eq!(v["error"]["code"], -32602, "{bad}: {v}");
+    }
+}
