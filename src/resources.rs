@@ -198,7 +198,19 @@ impl Resource for StaticResource {
     }
 }
 
-/// A fixed text resource.
+/// A fixed text resource: its `uri`, its `name`, its `mime_type`, then
+/// the `text` it reads as, in that order.
+///
+/// ```
+/// use mcp_tasks_edge::resources::text_resource;
+/// use mcp_tasks_edge::tools::ToolSet;
+///
+/// let set = ToolSet::empty().with_resource(text_resource(
+///     "docs://readme", "readme", "text/markdown", "# Hello",
+/// ));
+/// let (info, _) = set.resources().next().unwrap();
+/// assert_eq!((info.uri.as_str(), info.name.as_str()), ("docs://readme", "readme"));
+/// ```
 pub fn text_resource(
     uri: impl Into<String>,
     name: impl Into<String>,
@@ -211,7 +223,8 @@ pub fn text_resource(
     }
 }
 
-/// A fixed binary resource.
+/// A fixed binary resource: its `uri`, its `name`, its `mime_type`, then
+/// its bytes.
 pub fn blob_resource(
     uri: impl Into<String>,
     name: impl Into<String>,

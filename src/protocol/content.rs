@@ -127,7 +127,7 @@ impl Content {
         Content::Text { text: text.into() }
     }
 
-    /// An image from its bytes.
+    /// An image from its bytes, then its MIME type (`image/png`).
     pub fn image(bytes: &[u8], mime_type: impl Into<String>) -> Self {
         Content::Image {
             data: STANDARD.encode(bytes),
@@ -135,7 +135,7 @@ impl Content {
         }
     }
 
-    /// Audio from its bytes.
+    /// Audio from its bytes, then its MIME type (`audio/wav`).
     pub fn audio(bytes: &[u8], mime_type: impl Into<String>) -> Self {
         Content::Audio {
             data: STANDARD.encode(bytes),
@@ -217,6 +217,17 @@ pub enum ResourceBody {
 }
 
 impl ResourceContents {
+    /// Text contents: the resource's `uri`, its `mime_type`, then the `text`
+    /// itself, in that order.
+    ///
+    /// ```
+    /// use mcp_tasks_edge::protocol::content::ResourceContents;
+    ///
+    /// let c = ResourceContents::text("docs://readme", "text/markdown", "# Hello");
+    /// let v = serde_json::to_value(&c).unwrap();
+    /// assert_eq!(v["mimeType"], "text/markdown");
+    /// assert_eq!(v["text"], "# Hello");
+    /// ```
     pub fn text(
         uri: impl Into<String>,
         mime_type: impl Into<String>,
@@ -229,7 +240,8 @@ impl ResourceContents {
         }
     }
 
-    /// Binary contents from their bytes.
+    /// Binary contents from their bytes: the resource's `uri`, its
+    /// `mime_type`, then the bytes.
     pub fn blob(uri: impl Into<String>, mime_type: impl Into<String>, bytes: &[u8]) -> Self {
         ResourceContents {
             uri: uri.into(),
