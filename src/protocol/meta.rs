@@ -435,6 +435,22 @@ impl ClientCapabilities {
             Some(e) => e.form.is_some() || e.url.is_none(),
         }
     }
+
+    /// Whether a client with these capabilities can answer an input request
+    /// of `method` with `params`: an elicitation of the mode it declared,
+    /// sampling or roots if it declared them. A method this server does not
+    /// know is not judged.
+    pub fn can_answer(&self, method: &str, params: &Value) -> bool {
+        match method {
+            "elicitation/create" => match params.get("mode").and_then(Value::as_str) {
+                Some("url") => self.elicitation.as_ref().is_some_and(|e| e.url.is_some()),
+                _ => self.has_form_elicitation(),
+            },
+            "sampling/createMessage" => self.sampling.is_some(),
+            "roots/list" => self.roots.is_some(),
+            _ => true,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -190,6 +190,9 @@ pub enum ChangeError {
     /// A step asked for input without a request: nothing the client could
     /// answer, so the task would wait until it expires.
     NoRequests,
+    /// A step asked for input of a kind (`method`) the task's client did
+    /// not declare it can answer.
+    Undeclared(String),
 }
 
 impl std::fmt::Display for ChangeError {
@@ -198,6 +201,7 @@ impl std::fmt::Display for ChangeError {
             ChangeError::Illegal(e) => e.fmt(f),
             ChangeError::KeyReused(k) => write!(f, "input key {k:?} was already used by this task"),
             ChangeError::NoRequests => f.write_str("input was asked for without a request"),
+            ChangeError::Undeclared(m) => write!(f, "the client did not declare it can answer {m}"),
         }
     }
 }
@@ -254,6 +258,14 @@ impl TaskRecord {
             }
             if let Some(k) = requests.keys().find(|k| self.issued_keys.contains(k)) {
                 return Err(ChangeError::KeyReused(k.clone()));
+            }
+            // Never a request the client cannot answer: the task would wait
+            // for an answer that will not come.
+            if let Some(r) = requests
+                .values()
+                .find(|r| !self.capabilities.can_answer(&r.method, &r.params))
+            {
+                return Err(ChangeError::Undeclared(r.method.clone()));
             }
         }
         match change {
@@ -418,7 +430,8 @@ mod tests {
             },
             tool: "x".into(),
             arguments: Map::new(),
-            capabilities: ClientCapabilities::default(),
+            // A client that can answer form elicitations.
+            capabilities: crate::json::from_str(r#"{"elicitation": {}}"#).unwrap_or_default(),
             phase: Phase::Working,
             status_message: None,
             created_at: 1_000,
@@ -435,6 +448,38 @@ mod tests {
             attempts: 0,
             key_id: None,
         }
+    }
+
+    #[test]
+    fn input_the_client_cannot_answer_is_refused() {
+        let mut r = record();
+        r.capabilities = ClientCapabilities::default();
+        assert_eq!(
+            r.apply(ask("k1"), 1_100),
+            Err(ChangeError::Undeclared("elicitation/create".into()))
+        );
+        assert_eq!(r.status(), TaskStatus::Working, "nothing changed");
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "m".into(),
+            InputRequest {
+                method: "sampling/createMessage".into(),
+                params: json!({"messages": [], "maxTokens": 1}),
+            },
+        );
+        let sample = Change::NeedInput {
+            requests,
+            state: json!(1),
+            message: None,
+        };
+        let mut r = record();
+        assert_eq!(
+            r.apply(sample.clone(), 1_100),
+            Err(ChangeError::Undeclared("sampling/createMessage".into()))
+        );
+        r.capabilities = crate::json::from_str(r#"{"sampling": {}}"#).unwrap_or_default();
+        assert_eq!(r.apply(sample, 1_100), Ok(()));
+        assert_eq!(r.status(), TaskStatus::InputRequired);
     }
 
     fn ask(key: &str) -> Change {

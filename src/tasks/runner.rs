@@ -797,11 +797,18 @@ fn apply_outcome(record: &mut TaskRecord, outcome: StepOutcome, now: Millis, ret
     };
     if let Err(e) = record.apply(change, now) {
         let message = match e {
-            ChangeError::KeyReused(_) => "Internal error: the tool reused an input key.",
+            ChangeError::KeyReused(_) => "Internal error: the tool reused an input key.".to_owned(),
             ChangeError::NoRequests => {
-                "Internal error: the tool asked for input without a request."
+                "Internal error: the tool asked for input without a request.".to_owned()
             }
-            ChangeError::Illegal(_) => "Internal error: the tool made an illegal state change.",
+            ChangeError::Undeclared(method) => format!(
+                "The tool asked for {}, which the client did not declare it can answer \
+                 (the tool's requirements should name it).",
+                truncate(&method, 64)
+            ),
+            ChangeError::Illegal(_) => {
+                "Internal error: the tool made an illegal state change.".to_owned()
+            }
         };
         let _ = record.apply(
             Change::Fail {

@@ -858,3 +858,28 @@ fn input_asked_without_a_request_fails_the_task() {
         "{t}"
     );
 }
+
+/// A tool that asks for a form elicitation without declaring it, called
+/// by a client that did not declare elicitation: the task fails, naming
+/// what it asked, instead of waiting for an answer that client cannot give.
+#[test]
+fn input_the_client_cannot_answer_fails_the_task() {
+    let h = retrying_harness();
+    let tasks_only = json!({"extensions": {crate::support::TASKS: {}}});
+    let (status, r) = h.send_with(
+        "tools/call",
+        json!({"name": "retries_after_input", "arguments": {}}),
+        tasks_only,
+    );
+    assert_eq!(status, 200, "{r}");
+    let task = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let t = h.run_until_settled(&task, 100, 3);
+    assert_eq!(t["status"], "failed", "{t}");
+    assert!(
+        t["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("asked for elicitation/create, which the client did not declare"),
+        "{t}"
+    );
+}
