@@ -491,10 +491,14 @@ pub enum StepOutcome {
 ///   crash, a trap, a deadline overrun) leaves its lease to expire, and the
 ///   step runs again with the same idempotency key.
 /// - Every start of a step counts as an attempt (a replayable step's, when
-///   it commits). [`StepOutcome::Retry`] backs off and tries again; a step
+///   it commits). [`StepOutcome::Retry`] backs off and tries the same step
+///   again, with the same state and the same answers; a step
 ///   that has started the maximum number of attempts without a result (it
 ///   keeps asking to retry, or keeps crashing) ends its task `failed`, so a
 ///   poison task never wedges the runner.
+/// - [`StepOutcome::NeedInput`] asks only what the task's client declared
+///   it can answer (an elicitation of its mode, sampling, roots), and at
+///   least one request; otherwise the task ends `failed`, naming it.
 /// - A tool whose [`Requirements`] declare
 ///   [replayable steps](Requirements::with_replayable_steps) has a freshly
 ///   due step run without a lease (one store write per step instead of
