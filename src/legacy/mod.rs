@@ -943,8 +943,8 @@ fn is_terminal(snapshot: &Value) -> bool {
 }
 
 /// A task in 2025-11-25 shape, from the stored (2026-07-28) snapshot: a
-/// task completed with an error result is `failed` (see
-/// [`TaskFields::read`]).
+/// task completed with an error result is `failed`, as `TaskFields::read`
+/// reads it from the raw snapshot.
 pub fn task_object(snapshot: &Value) -> Value {
     let mut task = Map::new();
     let error_result = snapshot
