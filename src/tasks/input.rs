@@ -62,40 +62,47 @@ fn check_form(schema: &Value, content: &Map<String, Value>) -> Result<(), String
     Ok(())
 }
 
+/// The values a schema allows, if it lists them: its `enum`, or the
+/// `const` of each of its `alternatives` (`oneOf` for a single-select
+/// string, `anyOf` for a multi-select's items).
+fn allowed<'a>(schema: &'a Value, alternatives: &str) -> Option<Vec<&'a str>> {
+    schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .or_else(|| {
+            schema.get(alternatives).and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .filter_map(|o| o.get("const").and_then(Value::as_str))
+                    .collect()
+            })
+        })
+}
+
+/// Whether `n` is below the schema's `min` or above its `max`, where set.
+fn out_of_bounds(schema: &Value, min: &str, max: &str, n: u64) -> bool {
+    schema
+        .get(min)
+        .and_then(Value::as_u64)
+        .is_some_and(|m| n < m)
+        || schema
+            .get(max)
+            .and_then(Value::as_u64)
+            .is_some_and(|m| n > m)
+}
+
 fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
     let ty = prop.get("type").and_then(Value::as_str).unwrap_or("");
     let wrong = || format!("the field {name:?} must be of type {ty}");
     match ty {
         "string" => {
             let s = value.as_str().ok_or_else(wrong)?;
-            let allowed: Option<Vec<&str>> = prop
-                .get("enum")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).collect())
-                .or_else(|| {
-                    prop.get("oneOf").and_then(Value::as_array).map(|a| {
-                        a.iter()
-                            .filter_map(|o| o.get("const").and_then(Value::as_str))
-                            .collect()
-                    })
-                });
-            if let Some(allowed) = allowed
-                && !allowed.contains(&s)
-            {
+            if allowed(prop, "oneOf").is_some_and(|a| !a.contains(&s)) {
                 return Err(format!(
                     "the field {name:?} is not one of the allowed values"
                 ));
             }
-            let len = s.chars().count() as u64;
-            if prop
-                .get("minLength")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len < m)
-                || prop
-                    .get("maxLength")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|m| len > m)
-            {
+            if out_of_bounds(prop, "minLength", "maxLength", s.chars().count() as u64) {
                 return Err(format!("the field {name:?} has the wrong length"));
             }
             Ok(())
@@ -122,40 +129,19 @@ fn check_field(name: &str, prop: &Value, value: &Value) -> Result<(), String> {
         }
         "boolean" => value.as_bool().map(|_| ()).ok_or_else(wrong),
         "array" => {
-            // A multi-select: strings, each one of the allowed values
-            // (`items.enum`, or `items.anyOf`'s `const`s), and as many as
-            // `minItems` and `maxItems` allow.
+            // A multi-select: strings, each one of the allowed values, and
+            // as many as `minItems` and `maxItems` allow.
             let items = value.as_array().ok_or_else(wrong)?;
-            let allowed: Option<Vec<&str>> = prop.get("items").and_then(|i| {
-                i.get("enum")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
-                    .or_else(|| {
-                        i.get("anyOf").and_then(Value::as_array).map(|a| {
-                            a.iter()
-                                .filter_map(|o| o.get("const").and_then(Value::as_str))
-                                .collect()
-                        })
-                    })
-            });
+            let choices = prop.get("items").and_then(|i| allowed(i, "anyOf"));
             for item in items {
                 let s = item.as_str().ok_or_else(wrong)?;
-                if allowed.as_ref().is_some_and(|a| !a.contains(&s)) {
+                if choices.as_ref().is_some_and(|a| !a.contains(&s)) {
                     return Err(format!(
                         "the field {name:?} holds a value that is not allowed"
                     ));
                 }
             }
-            let n = items.len() as u64;
-            if prop
-                .get("minItems")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| n < m)
-                || prop
-                    .get("maxItems")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|m| n > m)
-            {
+            if out_of_bounds(prop, "minItems", "maxItems", items.len() as u64) {
                 return Err(format!("the field {name:?} has the wrong number of values"));
             }
             Ok(())
