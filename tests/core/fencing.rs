@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use mcp_tasks_edge::block_on;
 use mcp_tasks_edge::protocol::tasks::TaskStatus;
-use mcp_tasks_edge::store::{Entry, MemoryStore, Store, StoreError, Version};
+use mcp_tasks_edge::store::{MemoryStore, Store};
 use mcp_tasks_edge::tasks::runner::{ClaimOutcome, CommitOutcome};
-use mcp_tasks_edge::time::Millis;
 use serde_json::json;
 
-use crate::support::{Harness, claimed};
+use crate::support::{Harness, Interleaved, claimed};
 
 #[test]
 fn a_runner_paused_past_its_lease_cannot_commit() {
@@ -75,40 +74,6 @@ fn a_crashed_runners_task_comes_back_after_the_lease() {
     h.advance(h.server.config().lease_ms as i64);
     assert_eq!(h.tick().stepped, 1);
     assert_eq!(h.status(&task), "completed");
-}
-
-/// A store that, just before one chosen `put`, lets another writer in.
-struct Interleaved<'a> {
-    inner: &'a MemoryStore,
-    arm: Cell<bool>,
-    interloper: Box<dyn Fn(&MemoryStore) + 'a>,
-}
-
-impl Store for Interleaved<'_> {
-    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        expected: Option<Version>,
-        body: &str,
-        due_at: Option<Millis>,
-    ) -> Result<Version, StoreError> {
-        if self.arm.replace(false) {
-            (self.interloper)(self.inner);
-        }
-        self.inner.put(key, expected, body, due_at).await
-    }
-    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
-        self.inner.delete(key, expected).await
-    }
-    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inner.due(now, limit).await
-    }
-    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
-        self.inner.next_due().await
-    }
 }
 
 #[test]

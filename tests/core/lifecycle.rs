@@ -611,51 +611,6 @@ fn a_round_answered_one_way_cannot_be_answered_the_other() {
     assert_eq!(again["taskId"], task["taskId"]);
 }
 
-/// A store that lets `interloper` in once, just before its first write.
-struct BeforeFirstPut<'a> {
-    inner: crate::support::SharedStore,
-    interloper: std::cell::RefCell<Option<Box<dyn FnOnce() + 'a>>>,
-}
-
-impl mcp_tasks_edge::store::Store for BeforeFirstPut<'_> {
-    async fn get(
-        &self,
-        key: &str,
-    ) -> Result<Option<mcp_tasks_edge::store::Entry>, mcp_tasks_edge::store::StoreError> {
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        expected: Option<mcp_tasks_edge::store::Version>,
-        body: &str,
-        due_at: Option<i64>,
-    ) -> Result<mcp_tasks_edge::store::Version, mcp_tasks_edge::store::StoreError> {
-        let interloper = self.interloper.borrow_mut().take();
-        if let Some(f) = interloper {
-            f();
-        }
-        self.inner.put(key, expected, body, due_at).await
-    }
-    async fn delete(
-        &self,
-        key: &str,
-        expected: mcp_tasks_edge::store::Version,
-    ) -> Result<(), mcp_tasks_edge::store::StoreError> {
-        self.inner.delete(key, expected).await
-    }
-    async fn due(
-        &self,
-        now: i64,
-        limit: usize,
-    ) -> Result<Vec<String>, mcp_tasks_edge::store::StoreError> {
-        self.inner.due(now, limit).await
-    }
-    async fn next_due(&self) -> Result<Option<i64>, mcp_tasks_edge::store::StoreError> {
-        self.inner.next_due().await
-    }
-}
-
 /// Two answers of one round racing, one that creates a task (the user
 /// gave a name) and one that does not (the user declined, so the tool asks
 /// again): whichever comes first is answered, and the other is refused,
@@ -687,11 +642,12 @@ fn two_racing_answers_of_one_round_are_not_both_answered() {
         let inner = std::rc::Rc::new(std::cell::RefCell::new(None));
         let seen = inner.clone();
         let h2 = Harness::over(h.store.clone(), 2);
-        let store = BeforeFirstPut {
-            inner: h.store.clone(),
-            interloper: std::cell::RefCell::new(Some(Box::new(move || {
+        let store = crate::support::Interleaved {
+            inner: &h.store,
+            arm: std::cell::Cell::new(true),
+            interloper: Box::new(move |_| {
                 *seen.borrow_mut() = Some(h2.post(second));
-            }))),
+            }),
         };
         let server = Server::new(
             store,

@@ -9,9 +9,10 @@ use mcp_tasks_edge::block_on;
 use mcp_tasks_edge::http::{self, HttpBody, HttpRequest, HttpResponse};
 use mcp_tasks_edge::ids::SequentialIds;
 use mcp_tasks_edge::server::{Config, RequestContext, Server};
-use mcp_tasks_edge::store::MemoryStore;
+use mcp_tasks_edge::store::{Entry, MemoryStore, Store, StoreError, Version};
 use mcp_tasks_edge::tasks::record::Owner;
 use mcp_tasks_edge::tasks::runner::TickReport;
+use mcp_tasks_edge::time::Millis;
 use mcp_tasks_edge::tools::ToolSet;
 use serde_json::{Value, json};
 
@@ -238,4 +239,39 @@ pub fn ack() -> Value {
         "resultType": "complete",
         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "mcp-tasks-edge", "version": "0.1.0"}},
     })
+}
+
+/// A store that, just before its next `put` once armed, lets another
+/// writer in (`interloper`, given the store behind).
+pub struct Interleaved<'a> {
+    pub inner: &'a MemoryStore,
+    pub arm: Cell<bool>,
+    pub interloper: Box<dyn Fn(&MemoryStore) + 'a>,
+}
+
+impl Store for Interleaved<'_> {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        expected: Option<Version>,
+        body: &str,
+        due_at: Option<Millis>,
+    ) -> Result<Version, StoreError> {
+        if self.arm.replace(false) {
+            (self.interloper)(self.inner);
+        }
+        self.inner.put(key, expected, body, due_at).await
+    }
+    async fn delete(&self, key: &str, expected: Version) -> Result<(), StoreError> {
+        self.inner.delete(key, expected).await
+    }
+    async fn due(&self, now: Millis, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.due(now, limit).await
+    }
+    async fn next_due(&self) -> Result<Option<Millis>, StoreError> {
+        self.inner.next_due().await
+    }
 }

@@ -27,12 +27,11 @@ async fn read_to_close(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_answers_the_request_in_progress_then_exits() {
-    let dir = TempDir::new("shutdown");
-    let mut host = HostProcess::spawn(
+/// The host binary over `dir`, with a grace period far longer than the
+/// tests wait: an exit within it is the drain's (or a second signal's).
+fn spawn_host(dir: &TempDir) -> HostProcess {
+    HostProcess::spawn(
         dir.path(),
-        // Far longer than the test waits: an exit within it is the drain's.
         &["--shutdown-grace-ms", "60000"],
         &[
             ("MCP_AUTH", "insecure-local"),
@@ -42,7 +41,13 @@ async fn sigterm_answers_the_request_in_progress_then_exits() {
             ),
         ],
         &[],
-    );
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_the_request_in_progress_then_exits() {
+    let dir = TempDir::new("shutdown");
+    let mut host = spawn_host(&dir);
     host.listening().await;
     let port = host.port;
 
@@ -104,18 +109,7 @@ async fn sigterm_answers_the_request_in_progress_then_exits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_sigterm_exits_at_once() {
     let dir = TempDir::new("shutdown-twice");
-    let mut host = HostProcess::spawn(
-        dir.path(),
-        &["--shutdown-grace-ms", "60000"],
-        &[
-            ("MCP_AUTH", "insecure-local"),
-            (
-                "MCP_STATE_SECRET",
-                "shutdown-test-state-secret-of-32-bytes!",
-            ),
-        ],
-        &[],
-    );
+    let mut host = spawn_host(&dir);
     host.listening().await;
     // A request in progress that never completes.
     let whole = discover_request(false);
