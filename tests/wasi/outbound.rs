@@ -356,3 +356,35 @@ async fn a_response_body_still_arriving_outlasts_the_call_deadline() {
     );
     api.abort();
 }
+
+/// A response whose body arrives more slowly than the request's whole time
+/// allows, each byte within it: the exchange times out at its timeout (here
+/// the step's deadline, under a 2 s lease), not when the body is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_body_slower_than_its_timeout_times_out() {
+    let (origin, api) = trickling_api(Duration::from_millis(300)).await;
+    let dir = TempDir::new("outbound-slow-body");
+    let clock = Clock::manual(T0);
+    let (engine, component) = fresh_engine();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let mut s = settings(&clock);
+    let url = format!("{origin}/api");
+    s.env = env(&[
+        ("MCP_OUTBOUND_ALLOW", origin.as_str()),
+        ("JOB_API_URL", url.as_str()),
+        ("JOB_API_KEY", "sk-wasi"),
+        // The step's deadline, and so its requests' timeout: 1.6 s.
+        ("MCP_LEASE_MS", "2000"),
+    ]);
+    let c = Client::new(Runtime::from_component(&engine, &component, store, s).unwrap());
+    let task = c.start("run_job", json!({"input": "a.csv"})).await;
+    clock.advance(100);
+    c.rt.tick(clock.now_ms()).await.unwrap();
+    // The body (14 bytes, 300 ms apart) would have taken 4.2 s; the submit
+    // is retried instead of read whole.
+    let t = c.get(&task).await;
+    assert_eq!(t["status"], "working", "{t}");
+    let message = t["statusMessage"].as_str().unwrap_or("");
+    assert!(message.contains("timed out"), "{t}");
+    api.abort();
+}

@@ -2,10 +2,12 @@
 //! host decides what may leave (the local host enforces the same
 //! `MCP_OUTBOUND_ALLOW` list as the core).
 
+use wasip2::clocks::monotonic_clock;
 use wasip2::http::outgoing_handler;
 use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
+use wasip2::io::poll::{Pollable, poll};
 use wasip2::io::streams::StreamError;
 
 use crate::outbound::{
@@ -79,6 +81,9 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
         .map_err(|()| failed("the request line is not valid"))?;
     let options = RequestOptions::new();
     let ns = r.timeout_ms.saturating_mul(1_000_000);
+    // The whole exchange ends by then: the host's timeouts below bound each
+    // wait, not their sum (a body arriving a byte at a time would not end).
+    let deadline = monotonic_clock::now().saturating_add(ns);
     // A host may not support every timeout; what it supports applies.
     let _ = options.set_connect_timeout(Some(ns));
     let _ = options.set_first_byte_timeout(Some(ns));
@@ -97,7 +102,9 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
         drop(out);
     }
     OutgoingBody::finish(body, None).map_err(error_of)?;
-    pending.subscribe().block();
+    if !ready_by(&pending.subscribe(), deadline) {
+        return Err(OutboundError::Timeout);
+    }
     let response = match pending.get() {
         Some(Ok(Ok(response))) => response,
         Some(Ok(Err(e))) => return Err(error_of(e)),
@@ -113,7 +120,7 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
     let incoming = response
         .consume()
         .map_err(|()| failed("no response body"))?;
-    let body = read_capped(&incoming, max_body);
+    let body = read_capped(&incoming, max_body, deadline);
     drop(IncomingBody::finish(incoming));
     Ok(OutboundResponse {
         status,
@@ -122,14 +129,33 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
     })
 }
 
-/// Reads a response body, refusing more than `max` bytes.
-fn read_capped(incoming: &IncomingBody, max: usize) -> Result<Vec<u8>, OutboundError> {
+/// Waits until `pollable` is ready or the monotonic clock reaches
+/// `deadline` (ns); whether it was ready in time.
+fn ready_by(pollable: &Pollable, deadline: u64) -> bool {
+    if pollable.ready() {
+        return true;
+    }
+    let timer = monotonic_clock::subscribe_instant(deadline);
+    poll(&[pollable, &timer]).contains(&0)
+}
+
+/// Reads a response body by `deadline` (ns, monotonic), refusing more than
+/// `max` bytes.
+fn read_capped(
+    incoming: &IncomingBody,
+    max: usize,
+    deadline: u64,
+) -> Result<Vec<u8>, OutboundError> {
     let stream = incoming
         .stream()
         .map_err(|()| failed("no response body stream"))?;
+    let readable = stream.subscribe();
     let mut body = Vec::new();
     loop {
-        match stream.blocking_read(64 * 1024) {
+        if !ready_by(&readable, deadline) {
+            return Err(OutboundError::Timeout);
+        }
+        match stream.read(64 * 1024) {
             Ok(chunk) => {
                 if body.len().saturating_add(chunk.len()) > max {
                     return Err(OutboundError::TooLarge { limit: max });
