@@ -28,10 +28,12 @@ fn page<T>(items: Vec<T>, cursor: Option<&str>) -> Result<(Vec<T>, Option<String
         Some(c) => crate::crypto::b64url_decode(c)
             .and_then(|b| String::from_utf8(b).ok())
             .and_then(|t| {
+                // Only what `next` below writes: a page's first position,
+                // in plain digits.
                 t.strip_prefix("page:")
-                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|n| n.parse::<usize>().ok().filter(|v| v.to_string() == n))
             })
-            .filter(|n| *n > 0 && *n < items.len())
+            .filter(|n| *n > 0 && *n < items.len() && *n % PAGE == 0)
             .ok_or_else(|| {
                 RpcError::invalid_params("Invalid cursor: it was not issued by this server.")
             })?,
@@ -302,7 +304,12 @@ mod tests {
         }
         let want: Vec<String> = (0..250).map(|i| format!("r://{i:03}")).collect();
         assert_eq!(seen, want);
-        for bad in ["x", "cGFnZTow", "cGFnZTo5OTk"] {
+        let never_issued =
+            ["page:50", "page:+100", "page:0100"].map(|t| crate::crypto::b64url(t.as_bytes()));
+        for bad in ["x", "cGFnZTow", "cGFnZTo5OTk"]
+            .into_iter()
+            .chain(never_issued.iter().map(String::as_str))
+        {
             let e = resources_list(
                 &set,
                 &ListParams {

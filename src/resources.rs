@@ -270,6 +270,12 @@ pub fn match_template(template: &str, uri: &str) -> Option<Vars> {
                 let literal = tpl.get(..literal_end)?;
                 let end = if literal.is_empty() {
                     rest.len()
+                } else if literal_end == tpl.len() {
+                    // The template's last literal: it ends the URI, and the
+                    // value may hold it too (`{name}.json` of `a.json.json`).
+                    rest.len()
+                        .checked_sub(literal.len())
+                        .filter(|_| rest.ends_with(literal))?
                 } else {
                     rest.find(literal)?
                 };
@@ -298,7 +304,11 @@ fn percent_decode(s: &str) -> Option<String> {
     while i < bytes.len() {
         match bytes.get(i) {
             Some(b'%') => {
+                // Two hex digits (`from_str_radix` alone takes a sign).
                 let hex = s.get(i + 1..i + 3)?;
+                if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return None;
+                }
                 out.push(u8::from_str_radix(hex, 16).ok()?);
                 i += 3;
             }
@@ -331,6 +341,14 @@ mod tests {
         assert!(match_template("db://{table}/{row}", "db://users").is_none());
         assert!(match_template("x://{a", "x://1").is_none());
         assert!(match_template(t, "test://template/%zz/data").is_none());
+        // A sign is not a hex digit.
+        assert!(match_template("t://{id}", "t://%+1").is_none());
+        assert!(match_template("t://{id}", "t://%-1").is_none());
+        // The last literal ends the URI; the value may hold it too.
+        let json = match_template("r://{name}.json", "r://a.json.json").unwrap();
+        assert_eq!(json["name"], "a.json");
+        assert!(match_template("r://{name}.json", "r://.json").is_none());
+        assert!(match_template("r://{name}.json", "r://a.jso").is_none());
         assert_eq!(match_template("plain://a", "plain://a"), Some(Vars::new()));
     }
 }
