@@ -687,6 +687,10 @@ impl<S: Store> Server<S> {
             }
             Method::PromptsGet => self.prompts_get(&call).await,
             Method::ResourcesRead => self.resources_read(&call),
+            // Only behind the capability `server/discover` advertises.
+            Method::Complete if !self.tools.has_completions() => {
+                Err(RpcError::method_not_found(method.name()))
+            }
             Method::Complete => {
                 let result = catalog::complete(&self.tools, &call.params()?)?;
                 Ok(call.json(&self.complete(result)))

@@ -807,3 +807,30 @@ fn a_tool_set_with_a_name_twice_is_refused() {
     }
     assert!(server(demo().with_resource(doc())).is_ok());
 }
+
+/// `completion/complete` is answered only where `server/discover`
+/// advertises completions (a prompt or a resource template to complete):
+/// otherwise -32601 with 404, as for any method behind a capability the
+/// server did not advertise.
+#[test]
+fn completion_without_the_capability_is_method_not_found() {
+    let h = Harness::new().with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            crate::support::config(),
+            mcp_tasks_edge::demo::tools(0),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+        )
+        .unwrap()
+    });
+    let d = h.ok("server/discover", json!({}));
+    assert!(d["capabilities"].get("completions").is_none(), "{d}");
+    let (status, v) = h.send(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}}),
+    );
+    assert_eq!((status, code(&v)), (404, -32601), "{v}");
+    // With prompts, as before.
+    let full = Harness::new();
+    assert!(full.ok("server/discover", json!({}))["capabilities"]["completions"].is_object());
+}
