@@ -1026,6 +1026,7 @@ impl<S: Store> Server<S> {
                     capabilities: caps.clone(),
                     start,
                     ttl_ms: self.config.task_ttl_ms,
+                    result: None,
                 };
                 let record = self.start_task(started, id, ctx, trace).await?;
                 let mut wire = record.wire(
@@ -1241,6 +1242,7 @@ impl<S: Store> Server<S> {
             ttl_ms: started.ttl_ms,
             poll_interval_ms: self.config.poll_interval_ms,
             key_id: Some(self.config.state_keys.current().id().to_owned()),
+            result: started.result,
         };
         let runner = self.runner();
         let record = TaskService::new(&self.store, &self.server_info)
@@ -1285,6 +1287,9 @@ pub(crate) struct StartTask {
     pub capabilities: ClientCapabilities,
     pub start: TaskStart,
     pub ttl_ms: u64,
+    /// The result, when the tool answered at once (the task is created
+    /// completed).
+    pub result: Option<crate::protocol::tools::CallToolResult>,
 }
 
 /// The request's `_meta.progressToken` (a string or an integer), if any.

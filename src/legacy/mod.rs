@@ -743,8 +743,8 @@ async fn tools_call<S: Store>(
         .map_or(config.task_ttl_ms, |t| t.max(1_000).min(config.task_ttl_ms));
     match plan {
         CallPlan::Result(result) if as_task => {
-            // Asked to be a task, answered at once: a task that is already
-            // complete (created not due, so no runner steps it).
+            // Asked to be a task, answered at once: a task created
+            // complete, in its one write.
             let started = StartTask {
                 tool: name,
                 arguments,
@@ -755,14 +755,11 @@ async fn tools_call<S: Store>(
                     message: None,
                 },
                 ttl_ms,
+                result: Some(result),
             };
             let record = server
                 .start_task(started, NewTaskId::Random(server.ids()), lc.ctx, trace)
                 .await?;
-            TaskService::new(server.store(), server.server_info())
-                .complete(&lc.ctx.owner, &record.id, &result, lc.ctx.now)
-                .await
-                .map_err(|e| trace.task_error(e))?;
             let snapshot = own_task(server, lc, &record.id).await?;
             Ok(Answer::Json(result_bytes(
                 id,
@@ -816,6 +813,7 @@ async fn tools_call<S: Store>(
                 capabilities: caps,
                 start,
                 ttl_ms,
+                result: None,
             };
             let record = server
                 .start_task(started, NewTaskId::Random(server.ids()), lc.ctx, trace)

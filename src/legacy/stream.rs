@@ -340,6 +340,7 @@ impl Stream {
                     capabilities: call.capabilities.clone(),
                     start,
                     ttl_ms: server.config().task_ttl_ms,
+                    result: None,
                 };
                 let ctx = crate::server::RequestContext {
                     owner: self.owner.clone(),

@@ -402,6 +402,9 @@ pub struct NewTask<'a> {
     pub poll_interval_ms: u64,
     /// The id of the state key its steps' idempotency keys derive from.
     pub key_id: Option<String>,
+    /// A result the task has already: it is created completed, in its one
+    /// write (a tool that answered at once a call asked to be a task).
+    pub result: Option<crate::protocol::tools::CallToolResult>,
 }
 
 /// The refusal of a round whose id holds no task of the caller's.
@@ -636,6 +639,14 @@ impl<'a, S: Store> TaskService<'a, S> {
             attempts: 0,
             key_id: new.key_id,
         };
+        if let Some(result) = new.result {
+            let done = Change::Complete {
+                result,
+                message: Some("The task completed.".to_owned()),
+            };
+            // A working task may always complete.
+            let _ = record.apply(done, now);
+        }
         match id {
             NewTaskId::FromRound { secret, nonce } => {
                 record.id = round_task_id(secret, nonce, limits.placements);
@@ -745,26 +756,6 @@ impl<'a, S: Store> TaskService<'a, S> {
             let change = Change::Fail {
                 error: crate::error::RpcError::internal(why.clone()),
                 message: Some(why),
-            };
-            Ok(record.apply(change, now).is_ok())
-        })
-        .await
-    }
-
-    /// Completes the caller's task `id` with `result` at once: for a tool
-    /// that answered a call that asked to run as a task (the task is
-    /// created not due, so no runner steps it in between).
-    pub async fn complete(
-        &self,
-        owner: &Owner,
-        id: &str,
-        result: &crate::protocol::tools::CallToolResult,
-        now: Millis,
-    ) -> Result<(), TaskError> {
-        self.modify(owner, id, now, false, |record| {
-            let change = Change::Complete {
-                result: result.clone(),
-                message: None,
             };
             Ok(record.apply(change, now).is_ok())
         })

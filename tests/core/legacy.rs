@@ -504,6 +504,12 @@ fn a_task_call_answered_at_once_is_a_completed_task() {
     let task = &created["task"];
     assert_eq!(task["status"], "completed", "{created}");
     let id = task["taskId"].as_str().unwrap();
+    // Created completed, in one write: no window in which a failed second
+    // write would leave it `working` (and charged) until it expires.
+    let entry = block_on(mcp_tasks_edge::store::Store::get(h.store.as_ref(), id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.version, 1, "one write");
     let r = c.ok("tasks/result", json!({"taskId": id}));
     assert_eq!(r["content"][0]["text"], "now: finished after 0 seconds.");
     // Nothing is left due for a runner.

@@ -533,6 +533,7 @@ fn start_from_round_within<S: Store>(
         ttl_ms: 60_000,
         poll_interval_ms: 1_000,
         key_id: None,
+        result: None,
     };
     let limits = StartLimits {
         quota: Quota {
