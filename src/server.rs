@@ -1407,11 +1407,11 @@ fn snapshot_response(id: &Id, meta_json: &[u8], snapshot: &str) -> Vec<u8> {
     close_with_members(head, meta_json, snapshot)
 }
 
-/// The scratch record that marks a round as answered.
 /// The body of a spent-round record whose round created a task (see
 /// `Server::claim_task_round`); a round answered without one is `{}`.
 const TASK_ROUND: &str = "{\"task\":true}";
 
+/// The scratch record that marks a round as answered.
 fn spent_key(v: &mrtr::Verified) -> String {
     crate::tasks::scratch::key(&format!("used_{}", v.nonce))
 }
