@@ -396,20 +396,17 @@ fn allowed_origins(env: &[(String, String)]) -> Vec<String> {
 type IoFuture = Box<dyn Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>;
 
 /// `body`, adding the bytes of each of its frames to `progress` as they
-/// pass.
-fn counting<B>(body: B, progress: Arc<AtomicU64>) -> WasiBody
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    WasiBody: From<http_body_util::combinators::UnsyncBoxBody<Bytes, B::Error>>,
-{
+/// pass: bytes moving count as progress for a call's deadline.
+fn counting<B: Body<Data = Bytes>>(
+    body: B,
+    progress: Arc<AtomicU64>,
+) -> impl Body<Data = Bytes, Error = B::Error> {
     body.map_frame(move |frame| {
         if let Some(data) = frame.data_ref() {
             progress.fetch_add(data.len() as u64, Ordering::Relaxed);
         }
         frame
     })
-    .boxed_unsync()
-    .into()
 }
 
 impl WasiHttpHooks for Outgoing {
@@ -437,12 +434,12 @@ impl WasiHttpHooks for Outgoing {
         // Bytes moving either way count too: an upload or a download that
         // is slow but steady keeps the call alive (the step's own deadline
         // and the request's timeouts bound it).
-        let request = request.map(|body| counting(body, progress.clone()));
+        let request = request.map(|body| counting(body, progress.clone()).boxed_unsync());
         Box::new(async move {
             let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
             progress.fetch_add(1, Ordering::Relaxed);
             Ok((
-                response.map(|body| counting(body, progress)),
+                response.map(|body| counting(body, progress).boxed_unsync()),
                 Box::new(io) as IoFuture,
             ))
         })
@@ -1064,15 +1061,7 @@ impl Runtime {
         // Request bytes arriving count as progress too: a guest waiting on a
         // slow (but moving) body is not interrupted for it. The body's own
         // deadline is the server's (see `serve::Limits`).
-        let arrived = progress.clone();
-        let req = req.map(|body| {
-            body.map_frame(move |frame| {
-                if let Some(data) = frame.data_ref() {
-                    arrived.fetch_add(data.len() as u64, Ordering::Relaxed);
-                }
-                frame
-            })
-        });
+        let req = req.map(|body| counting(body, progress.clone()));
         let (tx, rx) = tokio::sync::oneshot::channel();
         let req = i.store.data_mut().http().new_incoming_request(
             wasmtime_wasi_http::p2::bindings::http::types::Scheme::Http,
@@ -1100,15 +1089,7 @@ impl Runtime {
             Ok(Ok(resp)) => {
                 // Bytes reaching the client count as progress for the
                 // deadline (a long stream keeps its call alive).
-                let resp = resp.map(|body| {
-                    body.map_frame(move |frame| {
-                        if let Some(data) = frame.data_ref() {
-                            progress.fetch_add(data.len() as u64, Ordering::Relaxed);
-                        }
-                        frame
-                    })
-                    .boxed_unsync()
-                });
+                let resp = resp.map(|body| counting(body, progress).boxed_unsync());
                 Ok((resp, call))
             }
             Ok(Err(code)) => Err(anyhow!("the component answered with error code {code:?}")),
