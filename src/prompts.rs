@@ -252,14 +252,21 @@ fn wants_scalar(property: &Value) -> bool {
 
 /// Registers a [`TypedPrompt`].
 pub fn typed_prompt<P: TypedPrompt>(prompt: P) -> impl Prompt {
-    TypedAdapter(prompt)
+    TypedAdapter {
+        prompt,
+        schema: crate::schema::schema_of::<P::Args>(),
+    }
 }
 
-struct TypedAdapter<P>(P);
+/// A typed prompt, with its arguments' schema generated once.
+struct TypedAdapter<P> {
+    prompt: P,
+    schema: Value,
+}
 
 impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
     fn describe(&self) -> PromptInfo {
-        let schema = crate::schema::schema_of::<P::Args>();
+        let schema = &self.schema;
         let required: Vec<&str> = schema
             .get("required")
             .and_then(Value::as_array)
@@ -295,8 +302,7 @@ impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
     fn get(&self, args: &Vars) -> Result<PromptResult, String> {
         // Prompt arguments arrive as strings: a field of a number or
         // boolean type is read from its text (`"3"` for a `u32`).
-        let schema = crate::schema::schema_of::<P::Args>();
-        let props = schema.get("properties").and_then(Value::as_object);
+        let props = self.schema.get("properties").and_then(Value::as_object);
         let object: Map<String, Value> = args
             .iter()
             .map(|(k, v)| {
@@ -313,10 +319,10 @@ impl<P: TypedPrompt> Prompt for TypedAdapter<P> {
             .collect();
         let typed: P::Args = crate::json::from_value(Value::Object(object))
             .map_err(|e| crate::error::truncate(&e.to_string(), 200).to_owned())?;
-        self.0.messages(typed).map(PromptResult::new)
+        self.prompt.messages(typed).map(PromptResult::new)
     }
 
     fn complete(&self, argument: &str, prefix: &str, context: &Vars) -> Vec<String> {
-        self.0.complete(argument, prefix, context)
+        self.prompt.complete(argument, prefix, context)
     }
 }
