@@ -293,29 +293,34 @@ impl Config {
         if let Some(v) = number("MCP_LEASE_MS")? {
             c.lease_ms = v.max(1);
         }
-        let text = |name: &str, max: usize| -> Result<Option<String>, ConfigError> {
-            match get(name) {
-                Some(v) if v.chars().count() > max || v.chars().any(char::is_control) => {
-                    Err(ConfigError(format!(
-                        "{name} must be at most {max} characters, without control characters"
-                    )))
+        // At most `max` characters; with `one_line`, no control characters.
+        let text =
+            |name: &str, max: usize, one_line: bool| -> Result<Option<String>, ConfigError> {
+                match get(name) {
+                    Some(v)
+                        if v.chars().count() > max
+                            || (one_line && v.chars().any(char::is_control)) =>
+                    {
+                        let lines = if one_line {
+                            ", without control characters"
+                        } else {
+                            ""
+                        };
+                        Err(ConfigError(format!(
+                            "{name} must be at most {max} characters{lines}"
+                        )))
+                    }
+                    v => Ok(v),
                 }
-                v => Ok(v),
-            }
-        };
-        if let Some(v) = text("MCP_SERVER_NAME", 128)? {
+            };
+        if let Some(v) = text("MCP_SERVER_NAME", 128, true)? {
             c.server_name = v;
         }
-        if let Some(v) = text("MCP_SERVER_VERSION", 64)? {
+        if let Some(v) = text("MCP_SERVER_VERSION", 64, true)? {
             c.server_version = v;
         }
         // Instructions may run over several lines.
-        if let Some(v) = get("MCP_INSTRUCTIONS") {
-            if v.chars().count() > 16_384 {
-                return Err(ConfigError(
-                    "MCP_INSTRUCTIONS must be at most 16384 characters".into(),
-                ));
-            }
+        if let Some(v) = text("MCP_INSTRUCTIONS", 16_384, false)? {
             c.instructions = Some(v);
         }
         if let Some(o) = get("MCP_ALLOWED_ORIGINS") {
