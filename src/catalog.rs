@@ -56,6 +56,39 @@ fn listed<T: serde::Serialize>(key: &str, (items, next): (Vec<T>, Option<String>
     v
 }
 
+/// The server capabilities the catalog offers with `tools`: `prompts`
+/// where a prompt is registered, `resources` where a resource or a
+/// template is, `completions` where either can be completed. Both
+/// `server/discover` and the 2025-11-25 `initialize` advertise exactly
+/// these, and [`offers`] serves exactly their methods.
+pub(crate) fn capabilities(tools: &ToolSet) -> Map<String, Value> {
+    let mut caps = Map::new();
+    if tools.prompts().next().is_some() {
+        caps.insert("prompts".into(), json!({}));
+    }
+    if tools.resources().next().is_some() || tools.templates().next().is_some() {
+        caps.insert("resources".into(), json!({}));
+    }
+    if tools.has_completions() {
+        caps.insert("completions".into(), json!({}));
+    }
+    caps
+}
+
+/// Whether `method`, a catalog method (prompts, resources, completion), is
+/// behind a capability [`capabilities`] advertises for `tools`. One that is
+/// not is answered -32601, as a method this server does not have.
+pub(crate) fn offers(tools: &ToolSet, method: &str) -> bool {
+    use crate::protocol::methods as m;
+    let capability = match method {
+        m::PROMPTS_LIST | m::PROMPTS_GET => "prompts",
+        m::RESOURCES_LIST | m::RESOURCE_TEMPLATES_LIST | m::RESOURCES_READ => "resources",
+        m::COMPLETION_COMPLETE => "completions",
+        _ => return true,
+    };
+    capabilities(tools).contains_key(capability)
+}
+
 #[derive(Deserialize)]
 pub(crate) struct ListParams {
     #[serde(default)]

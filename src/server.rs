@@ -662,6 +662,11 @@ impl<S: Store> Server<S> {
             mirror,
             ctx,
         };
+        // A catalog method only behind a capability `server/discover`
+        // advertises.
+        if !catalog::offers(&self.tools, method_name) {
+            return Err(RpcError::method_not_found(method_name));
+        }
         match method {
             Method::Discover => Ok(Outcome::Json(raw_result_response(
                 call.id,
@@ -687,10 +692,6 @@ impl<S: Store> Server<S> {
             }
             Method::PromptsGet => self.prompts_get(&call).await,
             Method::ResourcesRead => self.resources_read(&call),
-            // Only behind the capability `server/discover` advertises.
-            Method::Complete if !self.tools.has_completions() => {
-                Err(RpcError::method_not_found(method.name()))
-            }
             Method::Complete => {
                 let result = catalog::complete(&self.tools, &call.params()?)?;
                 Ok(call.json(&self.complete(result)))
@@ -1359,8 +1360,6 @@ fn discover(config: &Config, tools: &ToolSet, result_meta: &Value) -> Value {
         "supportedVersions": SUPPORTED_VERSIONS,
         "capabilities": {
             "tools": {},
-            "prompts": {},
-            "resources": {},
             "extensions": { TASKS_EXTENSION: {} }
         },
         "ttlMs": config.discover_ttl_ms,
@@ -1370,10 +1369,8 @@ fn discover(config: &Config, tools: &ToolSet, result_meta: &Value) -> Value {
     if let (Some(text), Value::Object(map)) = (&config.instructions, &mut v) {
         map.insert("instructions".into(), Value::from(text.as_str()));
     }
-    if tools.has_completions()
-        && let Some(Value::Object(caps)) = v.get_mut("capabilities")
-    {
-        caps.insert("completions".into(), json!({}));
+    if let Some(Value::Object(caps)) = v.get_mut("capabilities") {
+        caps.extend(catalog::capabilities(tools));
     }
     v
 }

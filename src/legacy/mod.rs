@@ -468,6 +468,9 @@ async fn dispatch<S: Store>(
     trace: &mut Trace,
 ) -> Result<Answer, RpcError> {
     let json = |v: &Value| Ok(Answer::Json(result_bytes(id, v)));
+    if !catalog::offers(server.tools(), method) {
+        return Err(RpcError::method_not_found(method));
+    }
     match method {
         INITIALIZE => initialize(server, lc, id, raw),
         PING => json(&json!({})),
@@ -595,15 +598,9 @@ fn initialize<S: Store>(
         .copied()
         .unwrap_or(LATEST);
     let config = server.config();
-    let mut capabilities = json!({
-        "tools": { "listChanged": false },
-        "resources": {},
-        "prompts": {},
-    });
-    if server.tools().has_completions()
-        && let Value::Object(map) = &mut capabilities
-    {
-        map.insert("completions".to_owned(), json!({}));
+    let mut capabilities = json!({ "tools": { "listChanged": false } });
+    if let Value::Object(map) = &mut capabilities {
+        map.extend(catalog::capabilities(server.tools()));
     }
     if version >= TASKS_SINCE
         && let Value::Object(map) = &mut capabilities

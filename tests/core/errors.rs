@@ -808,29 +808,59 @@ fn a_tool_set_with_a_name_twice_is_refused() {
     assert!(server(demo().with_resource(doc())).is_ok());
 }
 
-/// `completion/complete` is answered only where `server/discover`
-/// advertises completions (a prompt or a resource template to complete):
-/// otherwise -32601 with 404, as for any method behind a capability the
-/// server did not advertise.
+/// `server/discover` advertises `prompts` only where a prompt is
+/// registered, `resources` only where a resource or a template is, and
+/// `completions` only where either can be completed; each method behind a
+/// capability it does not advertise is -32601 with 404, as a method this
+/// server does not have.
 #[test]
-fn completion_without_the_capability_is_method_not_found() {
-    let h = Harness::new().with_server(|s| {
-        mcp_tasks_edge::server::Server::new(
-            s.store().clone(),
-            crate::support::config(),
-            mcp_tasks_edge::demo::tools(0),
-            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
-        )
-        .unwrap()
-    });
-    let d = h.ok("server/discover", json!({}));
-    assert!(d["capabilities"].get("completions").is_none(), "{d}");
-    let (status, v) = h.send(
-        "completion/complete",
-        json!({"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}}),
-    );
-    assert_eq!((status, code(&v)), (404, -32601), "{v}");
-    // With prompts, as before.
-    let full = Harness::new();
-    assert!(full.ok("server/discover", json!({}))["capabilities"]["completions"].is_object());
+fn catalog_methods_only_behind_the_capabilities_advertised() {
+    use mcp_tasks_edge::resources::text_resource;
+    use mcp_tasks_edge::tools::ToolSet;
+    let with = |tools: ToolSet| {
+        Harness::new().with_server(move |s| {
+            mcp_tasks_edge::server::Server::new(
+                s.store().clone(),
+                crate::support::config(),
+                tools,
+                Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+            )
+            .unwrap()
+        })
+    };
+    let calls = [
+        ("prompts", "prompts/list", json!({})),
+        ("prompts", "prompts/get", json!({"name": "x"})),
+        ("resources", "resources/list", json!({})),
+        ("resources", "resources/templates/list", json!({})),
+        ("resources", "resources/read", json!({"uri": "docs://a"})),
+        (
+            "completions",
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "x"}, "argument": {"name": "a", "value": ""}}),
+        ),
+    ];
+    let doc = || text_resource("docs://a", "a", "text/plain", "A");
+    for (h, offered) in [
+        (with(mcp_tasks_edge::demo::tools(0)), &[][..]),
+        (
+            with(mcp_tasks_edge::demo::tools(0).with_resource(doc())),
+            &["resources"][..],
+        ),
+        (Harness::new(), &["prompts", "resources", "completions"][..]),
+    ] {
+        let d = h.ok("server/discover", json!({}));
+        let caps = &d["capabilities"];
+        assert!(caps["tools"].is_object(), "{d}");
+        for (capability, method, params) in &calls {
+            let on = offered.contains(capability);
+            assert_eq!(caps.get(*capability).is_some(), on, "{capability}: {d}");
+            let (status, v) = h.send(method, params.clone());
+            if on {
+                assert_ne!(v["error"]["code"], -32601, "{method}: {v}");
+            } else {
+                assert_eq!((status, code(&v)), (404, -32601), "{method}: {v}");
+            }
+        }
+    }
 }

@@ -164,6 +164,56 @@ fn initialize_negotiates_and_issues_a_bound_session() {
     assert_eq!(r.status, 404);
 }
 
+/// `initialize` advertises the same catalog capabilities as
+/// `server/discover`: none for a server with only tools, whose prompts,
+/// resources and completion methods are then -32601.
+#[test]
+fn initialize_advertises_only_the_catalog_it_serves() {
+    let h = Harness::new().with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            crate::support::config(),
+            mcp_tasks_edge::demo::tools(0),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+        )
+        .unwrap()
+    });
+    let init = |h: &Harness| {
+        let r = h.post_raw(
+            &[("content-type", "application/json")],
+            &serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": V, "capabilities": {},
+                "clientInfo": {"name": "x", "version": "1"}}}))
+            .unwrap(),
+        );
+        body_json(&r)["result"]["capabilities"].clone()
+    };
+    let caps = init(&h);
+    for capability in ["prompts", "resources", "completions"] {
+        assert!(caps.get(capability).is_none(), "{capability}: {caps}");
+    }
+    assert!(
+        caps["tools"].is_object() && caps["tasks"].is_object(),
+        "{caps}"
+    );
+    let mut c = Legacy::connect(&h, json!({}));
+    for method in [
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    ] {
+        let v = body_json(&c.send(method, json!({})));
+        assert_eq!(v["error"]["code"], -32601, "{method}: {v}");
+    }
+    let full = init(&Harness::new());
+    for capability in ["prompts", "resources", "completions"] {
+        assert!(full[capability].is_object(), "{capability}: {full}");
+    }
+}
+
 #[test]
 fn tools_list_and_synchronous_calls() {
     let h = Harness::new();
