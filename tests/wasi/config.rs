@@ -134,6 +134,8 @@ async fn the_host_refuses_limits_it_cannot_keep() {
 
 /// `MCP_SERVER_NAME`, `MCP_SERVER_VERSION` and `MCP_INSTRUCTIONS` name the
 /// component's server; a name it cannot take is a setting refused (503).
+/// With the demo tools only (`MCP_TOOLS=demo`) it advertises no prompts,
+/// resources or completions, and their methods are -32601 (404).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_is_named_by_its_settings() {
     let dir = TempDir::new("config-name");
@@ -145,6 +147,7 @@ async fn the_server_is_named_by_its_settings() {
                 ("MCP_SERVER_NAME", "acme-reports"),
                 ("MCP_SERVER_VERSION", "2.1.0"),
                 ("MCP_INSTRUCTIONS", "Call generate_report first."),
+                ("MCP_TOOLS", "demo"),
             ],
         ),
     );
@@ -157,6 +160,27 @@ async fn the_server_is_named_by_its_settings() {
         "{v}"
     );
     assert_eq!(v["result"]["instructions"], "Call generate_report first.");
+    let caps = v["result"]["capabilities"].as_object().unwrap();
+    assert_eq!(
+        caps.keys().collect::<Vec<_>>(),
+        ["extensions", "tools"],
+        "{v}"
+    );
+    for method in ["prompts/list", "resources/list", "completion/complete"] {
+        let msg = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {"_meta": meta(json!({}))}});
+        let resp = crate::support::post_raw(
+            &rt,
+            &standard_headers(&msg),
+            serde_json::to_vec(&msg).unwrap(),
+        )
+        .await;
+        let v = resp.json();
+        assert_eq!(
+            (resp.status, &v["error"]["code"]),
+            (404, &json!(-32601)),
+            "{method}: {v}"
+        );
+    }
     let long = "x".repeat(200);
     let rt = runtime(
         dir.path(),

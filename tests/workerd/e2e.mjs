@@ -366,6 +366,8 @@ async function outbound(upstream) {
 /// The same tool on a server whose allow-list does not name the API.
 /// The server run with MCP_SERVER_NAME, MCP_SERVER_VERSION and
 /// MCP_INSTRUCTIONS names itself so, on every result, the shard's included.
+/// It serves the demo tools only (MCP_TOOLS=demo): no prompt, resource or
+/// completion is advertised, and their methods are -32601.
 async function serverIdentity() {
   await test('MCP_SERVER_NAME, MCP_SERVER_VERSION and MCP_INSTRUCTIONS name the server on workerd', async () => {
     const d = await call('server/discover', {});
@@ -375,6 +377,14 @@ async function serverIdentity() {
     const taskId = await startTask('run_job', { input: 'named' });
     const t = await call('tasks/get', { taskId });
     equal(t.body.result?._meta?.['io.modelcontextprotocol/serverInfo'], info, 'tasks/get serverInfo');
+  });
+  await test('a server with only tools advertises no prompts, resources or completions on workerd', async () => {
+    const d = await call('server/discover', {});
+    equal(Object.keys(d.body.result?.capabilities ?? {}).sort(), ['extensions', 'tools'], 'capabilities');
+    for (const method of ['prompts/list', 'resources/list', 'completion/complete']) {
+      const r = await call(method, {});
+      equal([r.status, r.body?.error?.code], [404, -32601], method);
+    }
   });
 }
 
@@ -1353,6 +1363,7 @@ async function main() {
   useServer(new Wrangler({
     MCP_OUTBOUND_ALLOW: 'http://127.0.0.1:1', JOB_API_URL: upstream.url,
     MCP_SERVER_NAME: 'acme-reports', MCP_SERVER_VERSION: '2.1.0', MCP_INSTRUCTIONS: 'Call run_job with an input.',
+    MCP_TOOLS: 'demo',
   }));
   await server.start();
   await outboundRefused(upstream);
