@@ -27,6 +27,23 @@ struct Payload {
     e: Millis,
     n: String,
     d: Value,
+    /// The server's task placements when it signed the round (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    p: u16,
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
+}
+
+/// What a round's state is bound to: the caller, the tool (or
+/// `prompt:<name>`) and the call's arguments. A state is accepted only for
+/// the binding it was signed for.
+#[derive(Clone, Copy)]
+pub struct Binding<'a> {
+    pub owner: &'a Owner,
+    pub tool: &'a str,
+    pub arguments: &'a Map<String, Value>,
 }
 
 /// A verified state: the tool's data, the round's nonce, its expiry and
@@ -38,6 +55,10 @@ pub struct Verified {
     pub expires_at: Millis,
     /// The id of the key that signed the state.
     pub key_id: String,
+    /// The server's task placements when the round was signed: a task the
+    /// round creates is placed by this count, so that a replay served
+    /// after the count changed finds the same task.
+    pub placements: u16,
 }
 
 fn args_digest(arguments: &Map<String, Value>) -> [u8; 32] {
@@ -53,33 +74,27 @@ fn args_digest(arguments: &Map<String, Value>) -> [u8; 32] {
 /// Runs `f` on the inputs the tag covers: the label, the caller, the tool,
 /// the arguments' digest and the encoded payload. Signing and verifying
 /// both go through here, so the two cannot drift apart.
-fn with_tagged_parts<R>(
-    owner: &Owner,
-    tool: &str,
-    arguments: &Map<String, Value>,
-    payload: &str,
-    f: impl FnOnce(&[&[u8]]) -> R,
-) -> R {
-    let digest = args_digest(arguments);
+fn with_tagged_parts<R>(at: Binding<'_>, payload: &str, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let digest = args_digest(at.arguments);
     f(&[
         LABEL,
-        owner.tenant.as_bytes(),
-        owner.principal.as_bytes(),
-        tool.as_bytes(),
+        at.owner.tenant.as_bytes(),
+        at.owner.principal.as_bytes(),
+        at.tool.as_bytes(),
         &digest,
         payload.as_bytes(),
     ])
 }
 
-/// Signs tool data for the next round.
+/// Signs tool data for the next round, bound to `at`, valid until
+/// `expires_at`, on a server with `placements` task placements.
 pub fn sign(
     keys: &Keyring,
     ids: &dyn IdSource,
-    owner: &Owner,
-    tool: &str,
-    arguments: &Map<String, Value>,
+    at: Binding<'_>,
     data: Value,
     expires_at: Millis,
+    placements: u16,
 ) -> Result<String, RpcError> {
     let mut nonce = [0u8; 16];
     ids.fill(&mut nonce)?;
@@ -87,12 +102,13 @@ pub fn sign(
         e: expires_at,
         n: b64url(&nonce),
         d: data,
+        p: placements,
     };
     let json = serde_json::to_vec(&payload)
         .map_err(|_| RpcError::internal("Internal error: state encoding failed."))?;
     let encoded = b64url(&json);
     let key = keys.current();
-    let t = with_tagged_parts(owner, tool, arguments, &encoded, |parts| key.hmac(parts));
+    let t = with_tagged_parts(at, &encoded, |parts| key.hmac(parts));
     Ok(format!("{}.{encoded}.{}", key.id(), b64url(&t)))
 }
 
@@ -102,12 +118,10 @@ fn invalid() -> RpcError {
     )
 }
 
-/// Verifies a state echoed by the client for this caller, tool and arguments.
+/// Verifies a state echoed by the client for the binding `at`.
 pub fn verify(
     keys: &Keyring,
-    owner: &Owner,
-    tool: &str,
-    arguments: &Map<String, Value>,
+    at: Binding<'_>,
     state: &str,
     now: Millis,
 ) -> Result<Verified, RpcError> {
@@ -122,9 +136,7 @@ pub fn verify(
     };
     let key: &StateKey = keys.by_id(key_id).ok_or_else(invalid)?;
     let given = b64url_decode(tag_text).ok_or_else(invalid)?;
-    let genuine = with_tagged_parts(owner, tool, arguments, encoded, |parts| {
-        key.hmac_verify(parts, &given)
-    });
+    let genuine = with_tagged_parts(at, encoded, |parts| key.hmac_verify(parts, &given));
     if !genuine {
         return Err(invalid());
     }
@@ -138,6 +150,7 @@ pub fn verify(
         nonce: payload.n,
         expires_at: payload.e,
         key_id: key.id().to_owned(),
+        placements: payload.p,
     })
 }
 
@@ -158,6 +171,14 @@ mod tests {
         }
     }
 
+    fn at<'a>(owner: &'a Owner, tool: &'a str, arguments: &'a Map<String, Value>) -> Binding<'a> {
+        Binding {
+            owner,
+            tool,
+            arguments,
+        }
+    }
+
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }
@@ -169,53 +190,44 @@ mod tests {
         let s = sign(
             &k(),
             &ids,
-            &owner("alice"),
-            "tool",
-            &a,
+            at(&owner("alice"), "tool", &a),
             json!({"round": 1}),
             1_000,
+            0,
         )
         .unwrap();
-        let ok = verify(&k(), &owner("alice"), "tool", &a, &s, 999).unwrap();
+        let ok = verify(&k(), at(&owner("alice"), "tool", &a), &s, 999).unwrap();
         assert_eq!(ok.data, json!({"round": 1}));
         // Same arguments in another order still verify.
         let reordered = args(json!({"y": [true], "x": 1}));
-        assert!(verify(&k(), &owner("alice"), "tool", &reordered, &s, 0).is_ok());
+        assert!(verify(&k(), at(&owner("alice"), "tool", &reordered), &s, 0).is_ok());
         let refusals = [
-            verify(&k(), &owner("alice"), "tool", &a, &s, 1_000),
-            verify(&k(), &owner("bob"), "tool", &a, &s, 0),
-            verify(&k(), &owner("alice"), "other", &a, &s, 0),
+            verify(&k(), at(&owner("alice"), "tool", &a), &s, 1_000),
+            verify(&k(), at(&owner("bob"), "tool", &a), &s, 0),
+            verify(&k(), at(&owner("alice"), "other", &a), &s, 0),
             verify(
                 &k(),
-                &owner("alice"),
-                "tool",
-                &args(json!({"x": 2, "y": [true]})),
+                at(&owner("alice"), "tool", &args(json!({"x": 2, "y": [true]}))),
                 &s,
                 0,
             ),
             verify(
                 &Keyring::new(b"k2".to_vec()),
-                &owner("alice"),
-                "tool",
-                &a,
+                at(&owner("alice"), "tool", &a),
                 &s,
                 0,
             ),
             verify(
                 &k(),
-                &owner("alice"),
-                "tool",
-                &a,
+                at(&owner("alice"), "tool", &a),
                 &format!("{s}-TAMPERED"),
                 0,
             ),
-            verify(&k(), &owner("alice"), "tool", &a, "", 0),
-            verify(&k(), &owner("alice"), "tool", &a, "a.b.c", 0),
+            verify(&k(), at(&owner("alice"), "tool", &a), "", 0),
+            verify(&k(), at(&owner("alice"), "tool", &a), "a.b.c", 0),
             verify(
                 &k(),
-                &owner("alice"),
-                "tool",
-                &a,
+                at(&owner("alice"), "tool", &a),
                 &"x".repeat(MAX_LEN + 1),
                 0,
             ),
@@ -228,7 +240,7 @@ mod tests {
             tenant: "u".into(),
             principal: "alice".into(),
         };
-        assert!(verify(&k(), &other_tenant, "tool", &a, &s, 0).is_err());
+        assert!(verify(&k(), at(&other_tenant, "tool", &a), &s, 0).is_err());
     }
 
     #[test]
@@ -236,31 +248,55 @@ mod tests {
         let ids = SequentialIds::starting_at(1);
         let a = Map::new();
         let old = Keyring::new(b"old-key".to_vec());
-        let s = sign(&old, &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        let s = sign(
+            &old,
+            &ids,
+            at(&owner("alice"), "tool", &a),
+            json!(1),
+            1_000,
+            0,
+        )
+        .unwrap();
         let rotated = Keyring::new(b"new-key".to_vec()).with_previous(b"old-key".to_vec());
-        let v = verify(&rotated, &owner("alice"), "tool", &a, &s, 0).unwrap();
+        let v = verify(&rotated, at(&owner("alice"), "tool", &a), &s, 0).unwrap();
         assert_eq!(v.key_id, old.current().id());
         // New states are signed with the new key.
-        let fresh = sign(&rotated, &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        let fresh = sign(
+            &rotated,
+            &ids,
+            at(&owner("alice"), "tool", &a),
+            json!(1),
+            1_000,
+            0,
+        )
+        .unwrap();
         assert!(fresh.starts_with(rotated.current().id()));
         // Once the previous key is dropped, its states are refused.
         let dropped = Keyring::new(b"new-key".to_vec());
-        assert!(verify(&dropped, &owner("alice"), "tool", &a, &s, 0).is_err());
-        assert!(verify(&dropped, &owner("alice"), "tool", &a, &fresh, 0).is_ok());
+        assert!(verify(&dropped, at(&owner("alice"), "tool", &a), &s, 0).is_err());
+        assert!(verify(&dropped, at(&owner("alice"), "tool", &a), &fresh, 0).is_ok());
         // Another key's id on a genuine state is refused.
         let (_, rest) = s.split_once('.').unwrap();
         let relabelled = format!("{}.{rest}", rotated.current().id());
-        assert!(verify(&rotated, &owner("alice"), "tool", &a, &relabelled, 0).is_err());
+        assert!(verify(&rotated, at(&owner("alice"), "tool", &a), &relabelled, 0).is_err());
     }
 
     #[test]
     fn changing_the_payload_breaks_the_tag() {
         let ids = SequentialIds::starting_at(1);
         let a = Map::new();
-        let s = sign(&k(), &ids, &owner("alice"), "tool", &a, json!(1), 1_000).unwrap();
+        let s = sign(
+            &k(),
+            &ids,
+            at(&owner("alice"), "tool", &a),
+            json!(1),
+            1_000,
+            0,
+        )
+        .unwrap();
         let (id, rest) = s.split_once('.').unwrap();
         let (_, t) = rest.split_once('.').unwrap();
         let forged = format!("{id}.{}.{t}", b64url(br#"{"e":99999999,"n":"x","d":2}"#));
-        assert!(verify(&k(), &owner("alice"), "tool", &a, &forged, 0).is_err());
+        assert!(verify(&k(), at(&owner("alice"), "tool", &a), &forged, 0).is_err());
     }
 }

@@ -1018,6 +1018,7 @@ impl<S: Store> Server<S> {
                             .unwrap_or(self.config.state_keys.current())
                             .secret(),
                         nonce: &v.nonce,
+                        placements: v.placements,
                     },
                     None => NewTaskId::Random(self.ids.as_ref()),
                 };
@@ -1056,9 +1057,11 @@ impl<S: Store> Server<S> {
             .map(|state| {
                 mrtr::verify(
                     &self.config.state_keys,
-                    &ctx.owner,
-                    bound,
-                    arguments,
+                    mrtr::Binding {
+                        owner: &ctx.owner,
+                        tool: bound,
+                        arguments,
+                    },
                     state,
                     ctx.now,
                 )
@@ -1150,7 +1153,7 @@ impl<S: Store> Server<S> {
         let Some(key) = self.config.state_keys.by_id(&v.key_id) else {
             return Ok(false);
         };
-        let id = crate::tasks::round_task_id(key.secret(), &v.nonce, self.config.task_placements);
+        let id = crate::tasks::round_task_id(key.secret(), &v.nonce, v.placements);
         self.store
             .get(&id)
             .await
@@ -1179,11 +1182,14 @@ impl<S: Store> Server<S> {
         let state = mrtr::sign(
             &self.config.state_keys,
             self.ids.as_ref(),
-            &ctx.owner,
-            bound,
-            arguments,
+            mrtr::Binding {
+                owner: &ctx.owner,
+                tool: bound,
+                arguments,
+            },
             round_state,
             expires,
+            self.config.task_placements,
         )?;
         Ok(json!({
             "resultType": result_type::INPUT_REQUIRED,

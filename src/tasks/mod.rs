@@ -461,8 +461,13 @@ pub enum NewTaskId<'a> {
     /// Random, from the id source (a collision is retried).
     Random(&'a dyn IdSource),
     /// Derived from the nonce of a verified MRTR round (keyed by the state
-    /// secret), so that replaying the round finds the same task.
-    FromRound { secret: &'a [u8], nonce: &'a str },
+    /// secret) and placed among the `placements` the round was signed
+    /// with, so that replaying the round finds the same task.
+    FromRound {
+        secret: &'a [u8],
+        nonce: &'a str,
+        placements: u16,
+    },
 }
 
 /// The client-facing task operations, all scoped to the caller.
@@ -648,8 +653,12 @@ impl<'a, S: Store> TaskService<'a, S> {
             let _ = record.apply(done, now);
         }
         match id {
-            NewTaskId::FromRound { secret, nonce } => {
-                record.id = round_task_id(secret, nonce, limits.placements);
+            NewTaskId::FromRound {
+                secret,
+                nonce,
+                placements,
+            } => {
+                record.id = round_task_id(secret, nonce, placements);
                 // A replay of a round whose task exists answers with that
                 // task: its first step is not run again, and it is not
                 // charged again (a finished one has left the unfinished

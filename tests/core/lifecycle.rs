@@ -419,6 +419,39 @@ fn a_round_outlives_no_task_it_created() {
     );
 }
 
+/// A round's task is placed by the placements the round was signed with:
+/// replayed on a replica whose capacity was raised since (a rolling
+/// deploy, say), it finds the task the first answer created instead of
+/// creating a second one on another placement.
+#[test]
+fn a_round_replayed_after_the_placements_changed_finds_its_task() {
+    let placed = |n: u16| mcp_tasks_edge::config::Config {
+        task_placements: n,
+        ..crate::support::config()
+    };
+    let store = std::sync::Arc::new(mcp_tasks_edge::store::MemoryStore::new());
+    let before = Harness::with_config(store.clone(), 1, placed(16));
+    let r1 = before.ok(
+        "tools/call",
+        json!({"name": "test_tool_with_task", "arguments": {}}),
+    );
+    let key = input_keys(&r1)[0].clone();
+    let round2 = json!({"name": "test_tool_with_task", "arguments": {},
+        "inputResponses": {&key: accept(json!({"name": "Alice"}))},
+        "requestState": r1["requestState"]});
+    let created = before.ok("tools/call", round2.clone());
+    assert_eq!(created["resultType"], "task", "{created}");
+    let stored = store.len();
+    // Each capacity places some of the rounds elsewhere; none may create a
+    // second task.
+    for n in [0, 1, 17, 32, 64, 1000] {
+        let after = Harness::with_config(store.clone(), 2, placed(n));
+        let replayed = after.ok("tools/call", round2.clone());
+        assert_eq!(replayed["taskId"], created["taskId"], "{n}: {replayed}");
+        assert_eq!(store.len(), stored, "{n}: no second task");
+    }
+}
+
 #[test]
 fn mrtr_rounds_come_before_the_task() {
     let h = Harness::new();

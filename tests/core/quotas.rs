@@ -547,6 +547,7 @@ fn start_from_round_within<S: Store>(
     let id = NewTaskId::FromRound {
         secret: b"round secret",
         nonce,
+        placements: 0,
     };
     block_on(TaskService::new(store, &info).start(new, id, limits)).map(|r| r.id)
 }
