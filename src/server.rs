@@ -422,7 +422,8 @@ pub struct Server<S: Store> {
 impl<S: Store> Server<S> {
     /// A server over `store` offering `tools`. `ids` supplies task ids,
     /// nonces and this instance's runner id. Refused without a state key
-    /// (`config.state_keys` left at its empty default), and for a tool set
+    /// (`config.state_keys` left at its empty default) or with one shorter
+    /// than [`crate::config::MIN_STATE_SECRET_BYTES`], and for a tool set
     /// that registers a name or URI twice ([`ToolSet::duplicates`]).
     pub fn new(
         store: S,
@@ -430,13 +431,21 @@ impl<S: Store> Server<S> {
         tools: ToolSet,
         ids: Box<dyn IdSource>,
     ) -> Result<Self, RpcError> {
-        // With no key, anyone could make request states, session tokens
-        // and input request ids (a `Config` filled in by hand without its
-        // `state_keys`; `Config::from_env` requires MCP_STATE_SECRET).
+        // With no key, or a short one (a `Config` filled in by hand without
+        // its `state_keys`, or with an empty previous key), anyone could
+        // make request states, session tokens and input request ids.
+        // `Config::from_env` holds MCP_STATE_SECRET and its previous key to
+        // the same length.
+        let min = crate::config::MIN_STATE_SECRET_BYTES;
         if config.state_keys.is_empty() {
             return Err(RpcError::internal(
                 "The server has no state key: set Config::state_keys (MCP_STATE_SECRET).",
             ));
+        }
+        if config.state_keys.keys().any(|k| k.secret().len() < min) {
+            return Err(RpcError::internal(format!(
+                "A state key is shorter than {min} bytes: give Config::state_keys (MCP_STATE_SECRET and its previous key) at least {min} random bytes each."
+            )));
         }
         if let Some(first) = tools.duplicates().first() {
             return Err(RpcError::internal(format!(

@@ -12,7 +12,7 @@
 //! use mcp_tasks_edge::testing::TestClient;
 //! use mcp_tasks_edge::tools::ToolSet;
 //!
-//! let config = Config { state_keys: mcp_tasks_edge::crypto::Keyring::new(b"test-secret".to_vec()), ..Config::default() };
+//! let config = Config { state_keys: mcp_tasks_edge::crypto::Keyring::new(b"a test secret of at least 32 bytes".to_vec()), ..Config::default() };
 //! let server = Server::new(Arc::new(MemoryStore::new()), config, ToolSet::empty(),
 //!     Box::new(SequentialIds::starting_at(1))).unwrap();
 //! let client = TestClient::new(server, 1_790_000_000_000);

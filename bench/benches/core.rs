@@ -19,7 +19,7 @@ const T0: i64 = 1_787_481_000_000;
 
 fn server() -> Server<Arc<MemoryStore>> {
     let mut config = Config {
-        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"bench-state-secret".to_vec()),
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"bench-state-secret-of-32-bytes-or-more".to_vec()),
         ..Config::default()
     };
     // One caller creates thousands of tasks here; the quota is measured

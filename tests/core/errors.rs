@@ -739,14 +739,16 @@ fn a_store_failure_is_503_for_the_client_and_its_message_is_for_the_log() {
     assert_eq!(trace.detail.as_deref(), Some("disk I/O error on shard-7"));
 }
 
-/// A `Config` filled in by hand without its state key is refused when the
-/// server is built: with an empty key, anyone could make request states,
-/// session tokens and input request ids.
+/// A `Config` filled in by hand without its state key, or with a key
+/// shorter than 32 bytes, current or previous, is refused when the server
+/// is built: with such a key, anyone could make request states, session
+/// tokens and input request ids.
 #[test]
 fn a_server_without_a_state_key_is_refused() {
     use std::sync::Arc;
 
     use mcp_tasks_edge::config::Config;
+    use mcp_tasks_edge::crypto::Keyring;
     use mcp_tasks_edge::ids::SequentialIds;
     use mcp_tasks_edge::server::Server;
     use mcp_tasks_edge::store::MemoryStore;
@@ -761,6 +763,29 @@ fn a_server_without_a_state_key_is_refused() {
         panic!("a server with an empty state key")
     };
     assert!(e.message.contains("state key"), "{}", e.message);
+    // An empty or short previous key (`unwrap_or_default()` of an unset
+    // variable, say) would let anyone sign with it: refused too, as a
+    // short current key is.
+    let strong = b"a state key of at least thirty-two bytes".to_vec();
+    for keys in [
+        Keyring::new(strong.clone()).with_previous(Vec::new()),
+        Keyring::new(strong.clone()).with_previous(b"short".to_vec()),
+        Keyring::new(b"only-31-bytes-long-state-key!!!".to_vec()),
+    ] {
+        let built = Server::new(
+            Arc::new(MemoryStore::new()),
+            Config {
+                state_keys: keys.clone(),
+                ..Config::default()
+            },
+            ToolSet::empty(),
+            Box::new(SequentialIds::starting_at(1)),
+        );
+        let Err(e) = built else {
+            panic!("a server with a weak key: {keys:?}")
+        };
+        assert!(e.message.contains("32 bytes"), "{}", e.message);
+    }
     assert!(
         Server::new(
             Arc::new(MemoryStore::new()),

@@ -134,7 +134,8 @@ fn a_cancel_racing_a_lease_is_kept() {
     };
     let tools = crate::support::all_tools();
     let info = json!({"name": "test", "version": "0"});
-    let keys = mcp_tasks_edge::crypto::Keyring::new(b"test-secret-key".to_vec());
+    let keys =
+        mcp_tasks_edge::crypto::Keyring::new(b"test-secret-key-of-at-least-32-bytes".to_vec());
     let runner =
         mcp_tasks_edge::tasks::runner::Runner::new(&interleaved, &tools, "r", 30_000, &info, &keys);
     // The claim's write conflicts with the cancel: the runner backs off.

@@ -224,9 +224,12 @@ fn upstream_errors_are_retried_with_backoff_and_the_same_key() {
         "{submitted:?}"
     );
     // The next step (a poll) has a key of its own.
-    let claim_key = idempotency_key(b"test-secret-key", &task, 0);
+    let claim_key = idempotency_key(b"test-secret-key-of-at-least-32-bytes", &task, 0);
     assert_eq!(submitted[0], claim_key);
-    assert_ne!(idempotency_key(b"test-secret-key", &task, 1), claim_key);
+    assert_ne!(
+        idempotency_key(b"test-secret-key-of-at-least-32-bytes", &task, 1),
+        claim_key
+    );
 }
 
 #[test]
@@ -242,14 +245,17 @@ fn a_key_rotation_keeps_a_running_tasks_idempotency_keys() {
     let mut rotated = job_config();
     rotated.state_keys =
         mcp_tasks_edge::crypto::Keyring::new(b"a-brand-new-state-key-of-32-bytes!!".to_vec())
-            .with_previous(b"test-secret-key".to_vec());
+            .with_previous(b"test-secret-key-of-at-least-32-bytes".to_vec());
     let r = serving(store, 2, fake.clone(), rotated);
     r.now.set(h.now.get() + 1_000);
     assert_eq!(r.tick().stepped, 1);
     let submitted = keys(&fake, "POST");
     assert_eq!(submitted.len(), 2, "{submitted:?}");
     assert_eq!(submitted[1], submitted[0], "the retry keeps its key");
-    assert_eq!(submitted[0], idempotency_key(b"test-secret-key", &task, 0));
+    assert_eq!(
+        submitted[0],
+        idempotency_key(b"test-secret-key-of-at-least-32-bytes", &task, 0)
+    );
 }
 
 #[test]

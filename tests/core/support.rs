@@ -37,7 +37,9 @@ pub fn all_tools() -> ToolSet {
 
 pub fn config() -> Config {
     Config {
-        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"test-secret-key".to_vec()),
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(
+            b"test-secret-key-of-at-least-32-bytes".to_vec(),
+        ),
         ..Config::default()
     }
 }

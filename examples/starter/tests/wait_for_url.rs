@@ -15,7 +15,9 @@ use serde_json::json;
 /// A client of the starter's server whose outbound requests get `status`.
 fn client(status: Rc<Cell<u16>>) -> (TestClient<Arc<MemoryStore>>, Rc<FakeOutbound>) {
     let config = Config {
-        state_keys: mcp_tasks_edge::crypto::Keyring::new(b"starter-test-secret".to_vec()),
+        state_keys: mcp_tasks_edge::crypto::Keyring::new(
+            b"starter-test-secret-of-32-bytes-or-more".to_vec(),
+        ),
         outbound: OutboundPolicy::allowing(&["https://app.example".to_owned()], 4096).unwrap(),
         ..Config::default()
     };
