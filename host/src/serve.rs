@@ -431,7 +431,7 @@ async fn connection(
 /// The answer to a connection beyond [`Limits::max_connections`]: 503 with
 /// `Retry-After`, written without reading the request, then closed.
 async fn refuse_connection(mut stream: tokio::net::TcpStream) {
-    let body = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The server is at its connection limit; retry shortly."}}"#;
+    let body = br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"The server is at its connection limit; retry shortly."}}"#;
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
@@ -487,11 +487,11 @@ fn with_header(
 }
 
 /// An error the host answers itself, before or without the component: its
-/// request's id is not known here, so it is `null`, as JSON-RPC 2.0 says.
+/// request's id is not known here, so it is left out, as MCP's schema
+/// allows for an id that could not be read.
 fn json_error(status: u16, code: i64, message: &str) -> Response<HyperOutgoingBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
-        "id": null,
         "error": {"code": code, "message": message},
     })
     .to_string();

@@ -233,6 +233,7 @@ struct ResultResponse<'a, T: Serialize> {
 #[derive(Serialize)]
 struct ErrorResponse<'a> {
     jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a Id>,
     error: &'a RpcError,
 }
@@ -272,7 +273,9 @@ pub fn close_with_members(mut head: Vec<u8>, meta_json: &[u8], object: &str) -> 
     head
 }
 
-/// Serialises an error response; `id: None` writes `"id": null`.
+/// Serialises an error response; `id: None` (a request whose id could not
+/// be read) leaves `id` out, as MCP's schema has it (`id?: RequestId`; a
+/// `null` id fails the TypeScript SDK's parsing of the error).
 pub fn error_bytes(id: Option<&Id>, error: &RpcError) -> Vec<u8> {
     to_bytes(&ErrorResponse {
         jsonrpc: "2.0",
@@ -294,7 +297,7 @@ pub fn notification_bytes<T: Serialize>(method: &str, params: &T) -> Vec<u8> {
 /// should it ever, the caller still gets a valid JSON-RPC error.
 fn to_bytes<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|_| {
-        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Internal error: the response could not be serialised."}}"#.to_vec()
+        br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error: the response could not be serialised."}}"#.to_vec()
     })
 }
 
@@ -422,7 +425,7 @@ mod tests {
         let e = error_bytes(None, &RpcError::parse_error());
         assert_eq!(
             String::from_utf8(e).unwrap(),
-            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the body is not valid JSON."}}"#
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"Parse error: the body is not valid JSON."}}"#
         );
     }
 }

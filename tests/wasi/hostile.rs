@@ -189,7 +189,7 @@ async fn malformed_json_and_invalid_utf8_are_parse_errors() {
     for (what, body) in bodies {
         let resp = post_raw(&rt, &json_headers(), body).await;
         assert_error(what, &resp, 400, -32700);
-        assert_eq!(resp.json()["id"], Value::Null, "{what}");
+        assert!(resp.json().get("id").is_none(), "{what}");
     }
     assert_eq!(rt.traps(), 0);
 }
@@ -360,7 +360,7 @@ async fn wrong_types_and_huge_numbers_are_invalid_requests_or_params() {
     ] {
         let resp = post_raw(&rt, &json_headers(), body).await;
         assert_error(what, &resp, 400, -32600);
-        assert_eq!(resp.json()["id"], Value::Null, "{what}");
+        assert!(resp.json().get("id").is_none(), "{what}");
     }
     // Out-of-range tool arguments are the tool's error (isError), not a trap.
     for seconds in [

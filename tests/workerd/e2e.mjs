@@ -213,7 +213,7 @@ async function httpEdges() {
 
     let r = await raw({ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' });
     let b = await r.json();
-    check(r.status === 400 && b.error?.code === -32700 && b.id === null, `parse error: ${r.status} ${JSON.stringify(b)}`);
+    check(r.status === 400 && b.error?.code === -32700 && !('id' in b), `parse error: ${r.status} ${JSON.stringify(b)}`);
 
     r = await raw({ method: 'POST', headers: { 'content-type': 'text/plain' }, body: '{}' });
     b = await r.json();
