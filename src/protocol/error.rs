@@ -141,12 +141,12 @@ impl RpcError {
         RpcError::invalid_params("Failed to retrieve task: Task has expired")
     }
 
-    /// A `taskId` that is not the shape of a task id (`tsk_` and 22 or 24
+    /// A `taskId` that is not the shape of a task id (`tsk_` and 22, 24, 30 or 32
     /// base64url characters): a syntax error that says nothing about any
     /// task.
     pub fn malformed_task_id() -> Self {
         RpcError::invalid_params(
-            "Invalid taskId: not a task id (expected tsk_ and 22 or 24 base64url characters)",
+            "Invalid taskId: not a task id (expected tsk_ and 22, 24, 30 or 32 base64url characters)",
         )
     }
 

@@ -330,15 +330,23 @@ async fn lookup_view<S: Store>(
     }))
 }
 
-/// Length of an unplaced task id: `tsk_` and 22 base64url characters (128
-/// bits); a placed one ([`crate::ids::placed_task_id`]) has 24.
-pub const TASK_ID_LEN: usize = 26;
+/// Length of an unplaced task id ([`crate::ids::new_task_id`]): `tsk_` and
+/// 30 base64url characters (its time and 128 random bits); a placed one
+/// ([`crate::ids::placed_task_id`]) has 32.
+pub const TASK_ID_LEN: usize = 34;
 
-/// Whether `id` has the shape of a task id (`tsk_` and 22 or 24 base64url
-/// characters). Other keys in the store (quota records) are never read as
-/// tasks, and malformed ids cost no store read.
+/// Lengths of the ids of a round's task ([`round_task_id`], 128 derived
+/// bits), unplaced and placed; ids made before the time prefix took its
+/// own bytes have them too.
+const ROUND_TASK_ID_LENS: [usize; 2] = [26, 28];
+
+/// Whether `id` has the shape of a task id (`tsk_` and 22, 24, 30 or 32
+/// base64url characters). Other keys in the store (quota records) are
+/// never read as tasks, and malformed ids cost no store read.
 pub fn is_task_id(id: &str) -> bool {
-    (id.len() == TASK_ID_LEN || id.len() == TASK_ID_LEN + 2)
+    (id.len() == TASK_ID_LEN
+        || id.len() == TASK_ID_LEN + 2
+        || ROUND_TASK_ID_LENS.contains(&id.len()))
         && id.starts_with("tsk_")
         && id
             .bytes()

@@ -131,7 +131,7 @@ fn a_malformed_id_is_refused_as_such() {
             assert_eq!(v["error"]["code"], -32602, "{method} {bad:?}");
             assert_eq!(
                 v["error"]["message"],
-                "Invalid taskId: not a task id (expected tsk_ and 22 or 24 base64url characters)",
+                "Invalid taskId: not a task id (expected tsk_ and 22, 24, 30 or 32 base64url characters)",
                 "{method} {bad:?}"
             );
         }

@@ -23,12 +23,9 @@ fn substitute(v: &Value, from: &str, to: &str) -> Value {
     serde_json::from_str(&v.to_string().replace(from, to)).unwrap()
 }
 
+/// A new task id, as the component mints them (unplaced, 128 random bits).
 fn is_task_id(id: &str) -> bool {
-    id.len() == 26
-        && id.starts_with("tsk_")
-        && id[4..]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    id.len() == mcp_tasks_edge::tasks::TASK_ID_LEN && mcp_tasks_edge::tasks::is_task_id(id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -770,13 +770,16 @@ async function ownerRecords() {
 /** The shard placement a task id names (`null` for an id minted before placement). */
 function placementOf(id) {
   const rest = id.slice(4);
-  return rest.length === 24 ? Buffer.from(rest.slice(0, 4), 'base64url').readUInt16BE(0) : null;
+  // Placed: 2 bytes of placement, then 16 (a round's id) or 22 bytes.
+  return rest.length === 24 || rest.length === 32
+    ? Buffer.from(rest.slice(0, 4), 'base64url').readUInt16BE(0) : null;
 }
 
-/** The creation time (ms) a task id leads with: the 6 bytes after the placement. */
+/** The creation time (ms) a task id leads with: the 6 bytes after the
+ *  placement, then 128 random bits. */
 function timeOf(id) {
   const bytes = Buffer.from(id.slice(4), 'base64url');
-  return bytes.readUIntBE(bytes.length - 16, 6);
+  return bytes.readUIntBE(bytes.length - 22, 6);
 }
 
 async function growth() {
@@ -787,7 +790,7 @@ async function growth() {
   let legacy;
   await test('growth: a task of the original layout and one minted before placement', async () => {
     placed = await startTask('slow_compute', { seconds: 15, label: 'placed' });
-    check(placed.length === 28 && placementOf(placed) < 2, `placed id ${placed}`);
+    check(placed.length === 36 && placementOf(placed) < 2, `placed id ${placed}`);
     // An id minted before placement (tsk_ and 22 characters), stored where
     // that layout put it: FNV-1a(id) mod MCP_TASK_SHARDS.
     const { reply } = await hook('shard', { get: { key: placed } });
