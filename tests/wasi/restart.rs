@@ -106,7 +106,7 @@ async fn task_ids_lead_with_their_creation_time() {
     let clock = Clock::manual(T0);
     let time = |id: &str| {
         let bytes = mcp_tasks_edge::crypto::b64url_decode(&id[4..]).unwrap();
-        let skip = bytes.len() - 16;
+        let skip = bytes.len() - 22;
         bytes[skip..skip + 6]
             .iter()
             .fold(0i64, |t, b| (t << 8) | i64::from(*b))
