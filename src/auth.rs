@@ -707,9 +707,10 @@ pub fn sign_hs256(secret: &[u8], claims: &Value) -> String {
 }
 
 /// Parses a JWKS document (`{"keys":[...]}`) with OKP/Ed25519 and EC/P-256
-/// public keys. A key whose `use` is not `sig`, whose `alg` is not its
-/// curve's (`EdDSA`, `ES256`) or whose `key_ops` lack `verify` is left out:
-/// it never verifies a token.
+/// public keys. A key of another type or curve (RSA, P-384, X25519), or
+/// whose `use` is not `sig`, whose `alg` is not its curve's (`EdDSA`,
+/// `ES256`) or whose `key_ops` lack `verify`, is left out: it never
+/// verifies a token.
 pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
     #[derive(Deserialize)]
     struct Jwks {
@@ -772,7 +773,11 @@ pub fn parse_jwks(text: &str) -> Result<Vec<PublicKey>, String> {
                     y: coordinate(decode(&k.y, "y")?)?,
                 }
             }
-            _ => return Err("only OKP/Ed25519 and EC/P-256 keys are supported".into()),
+            // An identity provider's set often holds RSA keys (or keys on
+            // other curves) beside the one this server verifies with: such
+            // a key is left out, as a key for another use is. A set with no
+            // usable key at all is refused when the settings are read.
+            _ => continue,
         };
         // Where the crates are at hand, a key that is not a valid point is
         // a configuration error now; the Worker finds it when WebCrypto

@@ -131,6 +131,11 @@ fn jwt_from_env(
         Some(text) => parse_jwks(&text).map_err(|e| ConfigError(format!("MCP_JWT_KEYS: {e}")))?,
         None => Vec::new(),
     };
+    if !keys_configured_or_none(&get, &keys) {
+        return Err(ConfigError(
+            "MCP_JWT_KEYS has no key usable for signatures (Ed25519 or P-256; use \"sig\", alg EdDSA or ES256, key_ops with \"verify\")".into(),
+        ));
+    }
     if hs256_secret.is_none() && keys.is_empty() {
         return Err(ConfigError(
             "MCP_AUTH=jwt needs MCP_JWT_HS256_SECRET or MCP_JWT_KEYS".into(),
@@ -139,11 +144,6 @@ fn jwt_from_env(
     let authorization_servers = get("MCP_AUTHORIZATION_SERVERS")
         .map(|v| list(&v))
         .unwrap_or_else(|| vec![issuer.clone()]);
-    if !keys_configured_or_none(&get, &keys) {
-        return Err(ConfigError(
-            "MCP_JWT_KEYS has no key usable for signatures (use \"sig\", alg EdDSA or ES256, key_ops with \"verify\")".into(),
-        ));
-    }
     let leeway_ms = match number("MCP_JWT_LEEWAY_MS")? {
         None => 60_000,
         Some(v) if v <= MAX_LEEWAY_MS as u64 => v as i64,

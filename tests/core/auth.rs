@@ -817,6 +817,40 @@ fn weak_ed25519_keys_are_refused_in_the_key_set() {
     );
 }
 
+/// An identity provider's key set with RSA and P-384 keys beside the one
+/// this server verifies with is read for that one key, instead of refused
+/// whole; a set with no usable key is refused when the settings are read.
+#[test]
+fn keys_of_other_types_are_left_out_of_the_key_set() {
+    let ed = json!({"kty": "OKP", "crv": "Ed25519", "kid": "ed",
+        "x": b64url(ed_key().verifying_key().as_bytes())});
+    let rsa = json!({"kty": "RSA", "kid": "rsa", "alg": "RS256", "use": "sig",
+        "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl", "e": "AQAB"});
+    let p384 = json!({"kty": "EC", "crv": "P-384", "kid": "p384",
+        "x": b64url(&[1; 48]), "y": b64url(&[2; 48])});
+    let x25519 = json!({"kty": "OKP", "crv": "X25519", "x": b64url(&[9; 32])});
+    let jwks = json!({"keys": [rsa, ed, p384, x25519]});
+    let keys = mcp_tasks_edge::auth::parse_jwks(&jwks.to_string()).unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].kid.as_deref(), Some("ed"));
+    // Only keys this server cannot use: the settings are refused.
+    let only_rsa = json!({"keys": [rsa]}).to_string();
+    let env = [
+        ("MCP_STATE_SECRET", "a state secret of at least 32 bytes!!"),
+        ("MCP_AUTH", "jwt"),
+        ("MCP_JWT_ISSUER", "https://issuer.example"),
+        ("MCP_RESOURCE_URL", "https://mcp.example/mcp"),
+        ("MCP_JWT_KEYS", only_rsa.as_str()),
+    ];
+    let err = mcp_tasks_edge::config::Config::from_env(|k| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("no key usable"), "{err}");
+}
+
 fn hex(s: &str) -> [u8; 32] {
     let mut out = [0u8; 32];
     for (i, b) in out.iter_mut().enumerate() {
