@@ -75,13 +75,17 @@ pub struct Mirror<'a> {
 /// Whether a mirrored header's (decoded) text stands for the body's
 /// `value`: a string as it is, a boolean as its JSON text, a number by its
 /// value (`42.0` in the body is `42` in the header, as the spec suggests).
+/// Two integers are compared exactly: as floats, integers past 2^53 that
+/// differ would compare equal.
 fn mirrors(text: &str, value: &Value) -> bool {
     match value {
         Value::String(s) => text == s,
         // Read by the crate's JSON reader: `str::parse::<f64>` would add
         // core's own float parser (14 KB gzip to the Worker's wasm).
         Value::Number(n) => match crate::json::from_str::<Value>(text) {
-            Ok(Value::Number(h)) => h == *n || h.as_f64() == n.as_f64(),
+            Ok(Value::Number(h)) => {
+                h == *n || ((h.is_f64() || n.is_f64()) && h.as_f64() == n.as_f64())
+            }
             _ => false,
         },
         Value::Bool(b) => text == if *b { "true" } else { "false" },
@@ -1562,6 +1566,18 @@ mod tests {
         assert!(!mirrors("1e400", &json!(1e300)), "out of range");
         assert!(!mirrors("\"3\"", &json!(3)), "a string is no number");
         assert!(!mirrors("18446744073709551615", &json!(-1)));
+        assert!(
+            !mirrors("9007199254740992", &json!(9_007_199_254_740_993u64)),
+            "integers past 2^53 are compared exactly"
+        );
+        assert!(mirrors(
+            "9007199254740993",
+            &json!(9_007_199_254_740_993u64)
+        ));
+        assert!(!mirrors(
+            "-9007199254740992",
+            &json!(-9_007_199_254_740_993i64)
+        ));
         assert!(mirrors("true", &json!(true)));
         assert!(mirrors("false", &json!(false)));
         assert!(!mirrors("True", &json!(true)));
