@@ -65,6 +65,12 @@ pub enum AuthError {
     NotConfigured,
     /// No bearer token was sent.
     MissingToken,
+    /// A credential of another scheme (`Basic …`) was sent: answered as no
+    /// token is, with no error code (RFC 6750 §3.1).
+    NotBearer,
+    /// The request is malformed (several `Authorization` headers): 400
+    /// with `invalid_request` (RFC 6750 §3.1).
+    Malformed(&'static str),
     /// A token was sent and refused; the reason is for logs only.
     InvalidToken(&'static str),
 }
@@ -109,10 +115,9 @@ impl Auth {
             Auth::Jwt(jwt) => {
                 let header = authorization.next().ok_or(AuthError::MissingToken)?;
                 if authorization.next().is_some() {
-                    return Err(AuthError::InvalidToken("several Authorization headers"));
+                    return Err(AuthError::Malformed("several Authorization headers"));
                 }
-                let token =
-                    bearer(header).ok_or(AuthError::InvalidToken("not a Bearer credential"))?;
+                let token = bearer(header)?;
                 match verified {
                     Some(cache) => jwt.verify_cached(token, now, verifier, cache).await,
                     None => jwt.verify(token, now, verifier).await,
@@ -134,13 +139,19 @@ impl Auth {
     }
 }
 
-fn bearer(header: &str) -> Option<&str> {
-    let (scheme, token) = crate::limits::trim_ows(header).split_once(' ')?;
+/// The token of a `Bearer` credential: [`AuthError::NotBearer`] for
+/// another scheme, an invalid token for a `Bearer` without one.
+fn bearer(header: &str) -> Result<&str, AuthError> {
+    let header = crate::limits::trim_ows(header);
+    let (scheme, token) = header.split_once(' ').unwrap_or((header, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
+        return Err(AuthError::NotBearer);
     }
     let token = crate::limits::trim_ows(token);
-    (!token.is_empty()).then_some(token)
+    if token.is_empty() {
+        return Err(AuthError::InvalidToken("an empty bearer token"));
+    }
+    Ok(token)
 }
 
 /// A configured public key.
@@ -957,15 +968,18 @@ mod tests {
 
     #[test]
     fn bearer_scheme() {
-        assert_eq!(bearer("Bearer abc"), Some("abc"));
-        assert_eq!(bearer("bearer  abc "), Some("abc"));
-        assert_eq!(bearer("Basic abc"), None);
-        assert_eq!(bearer("Bearer"), None);
-        assert_eq!(bearer("Bearer "), None);
+        let ok = |h| bearer(h).ok();
+        let empty = Err(AuthError::InvalidToken("an empty bearer token"));
+        assert_eq!(ok("Bearer abc"), Some("abc"));
+        assert_eq!(ok("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), Err(AuthError::NotBearer));
+        assert_eq!(bearer("Basic"), Err(AuthError::NotBearer));
+        assert_eq!(bearer("Bearer"), empty);
+        assert_eq!(bearer("Bearer "), empty);
         // Optional whitespace is spaces and tabs; other white space stays
         // part of the credential (and fails its check).
-        assert_eq!(bearer("\tBearer abc\t"), Some("abc"));
-        assert_eq!(bearer("Bearer abc\u{a0}"), Some("abc\u{a0}"));
-        assert_eq!(bearer("\u{2003}Bearer abc"), None);
+        assert_eq!(ok("\tBearer abc\t"), Some("abc"));
+        assert_eq!(ok("Bearer abc\u{a0}"), Some("abc\u{a0}"));
+        assert_eq!(bearer("\u{2003}Bearer abc"), Err(AuthError::NotBearer));
     }
 }

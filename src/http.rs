@@ -275,26 +275,41 @@ fn is_metadata_path(path: &str, endpoint: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest == endpoint)
 }
 
-/// 401 with the RFC 9728 pointer to this resource's metadata.
+/// 401 (400 for a malformed request) with the RFC 9728 pointer to this
+/// resource's metadata, and the error code RFC 6750 §3.1 gives it.
 fn unauthorized(config: &crate::config::Config, e: AuthError) -> HttpResponse {
     let metadata = config
         .auth
         .jwt()
         .map(|j| j.metadata_url())
         .unwrap_or_default();
-    let (challenge, message, reason) = match e {
+    let (status, challenge, message, reason) = match e {
         AuthError::InvalidToken(reason) => (
+            401,
             format!("Bearer resource_metadata=\"{metadata}\", error=\"invalid_token\""),
             "Unauthorized: the bearer token is not valid for this server.",
             reason,
         ),
-        _ => (
+        AuthError::Malformed(reason) => (
+            400,
+            format!("Bearer resource_metadata=\"{metadata}\", error=\"invalid_request\""),
+            "Bad request: send one Authorization header with one bearer token.",
+            reason,
+        ),
+        AuthError::NotBearer => (
+            401,
+            format!("Bearer resource_metadata=\"{metadata}\""),
+            "Unauthorized: a bearer token is required.",
+            "not a Bearer credential",
+        ),
+        AuthError::MissingToken | AuthError::NotConfigured => (
+            401,
             format!("Bearer resource_metadata=\"{metadata}\""),
             "Unauthorized: a bearer token is required.",
             "missing token",
         ),
     };
-    let mut r = HttpResponse::rpc_error(401, None, &RpcError::invalid_request(message));
+    let mut r = HttpResponse::rpc_error(status, None, &RpcError::invalid_request(message));
     r.headers.push(("www-authenticate", challenge));
     r.trace.auth = Some(reason);
     r

@@ -283,22 +283,45 @@ fn every_token_defect_is_refused_with_401() {
         .into_iter()
         .map(|(a, b)| (a.to_owned(), b))
         .collect();
-    headers.push((
-        "Authorization".into(),
-        format!("Basic {}", b64url(b"alice:pw")),
-    ));
     let body = serde_json::to_vec(&msg).unwrap();
-    let r = block_on(handle(
-        &s,
-        &HttpRequest {
-            method: "POST",
-            path: "/mcp",
-            headers: &mcp_tasks_edge::http::header_refs(&headers),
-            body: &body,
-        },
-        T0,
-    ));
+    let with = |authorization: &[String]| {
+        let mut headers = headers.clone();
+        for a in authorization {
+            headers.push(("Authorization".into(), a.clone()));
+        }
+        block_on(handle(
+            &s,
+            &HttpRequest {
+                method: "POST",
+                path: "/mcp",
+                headers: &mcp_tasks_edge::http::header_refs(&headers),
+                body: &body,
+            },
+            T0,
+        ))
+    };
+    // Another scheme is answered as no token is: no error code (RFC 6750
+    // §3.1), so a client does not take it for a token to refresh.
+    let r = with(&[format!("Basic {}", b64url(b"alice:pw"))]);
     assert_eq!(r.status, 401);
+    let challenge = r.header("www-authenticate").unwrap();
+    assert!(
+        challenge.starts_with("Bearer ") && !challenge.contains("error="),
+        "{challenge}"
+    );
+    // Two Authorization headers, even both genuine: a malformed request,
+    // 400 with invalid_request.
+    let good = format!("Bearer {}", hs("alice", "acme"));
+    let r = with(&[good.clone(), good.clone()]);
+    assert_eq!(r.status, 400);
+    assert!(
+        r.header("www-authenticate")
+            .unwrap()
+            .contains("error=\"invalid_request\""),
+        "{:?}",
+        r.header("www-authenticate")
+    );
+    assert_eq!(with(&[good]).status, 200);
 }
 
 /// A server whose JWT settings are edited by `edit`.

@@ -1261,6 +1261,15 @@ async function jwtAuth() {
     const unknown = await post({ ...get, params: { ...get.params, taskId: 'tsk_never_existedAAAAAAAAA' } }, as(bob));
     check(theirs.body.error?.code === -32602, `another principal: ${JSON.stringify(theirs.body)}`);
     equal(theirs.body.error, unknown.body.error, 'a foreign task answers like an unknown one');
+    // Another scheme is answered as no token is (RFC 6750 §3.1: no error
+    // code); a refused Bearer token names invalid_token.
+    const basic = await post(get, { authorization: `Basic ${Buffer.from('alice:pw').toString('base64')}` });
+    const basicChallenge = basic.headers.get('www-authenticate') ?? '';
+    check(basic.status === 401 && basicChallenge.startsWith('Bearer ') && !basicChallenge.includes('error='),
+      `Basic: ${basic.status} ${basicChallenge}`);
+    const forged = await post(get, as(`${alice.slice(0, -4)}AAAA`));
+    check(forged.status === 401 && /error="invalid_token"/.test(forged.headers.get('www-authenticate') ?? ''),
+      `a forged token: ${forged.status} ${forged.headers.get('www-authenticate')}`);
     await sleep(300);
     const refused = loggedObjects(offset).find((o) => o.status === 401);
     check(refused && refused.auth === 'missing token', `401 log line: ${JSON.stringify(refused)}`);
