@@ -286,3 +286,44 @@ async fn a_session_the_component_kept_answers_only_its_owner() {
     assert_eq!(r.status, 200, "the owner's session still");
     assert_eq!(rt.traps(), 0);
 }
+
+/// The bearer challenge through the component: another scheme is answered
+/// as no token is (no error code, RFC 6750 §3.1), a refused token names
+/// `invalid_token`, and two `Authorization` headers are a malformed
+/// request (400, `invalid_request`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_challenges_follow_rfc_6750_through_the_component() {
+    let dir = TempDir::new("tenancy-challenges");
+    let (_clock, rt) = jwt_runtime(&dir, &[]);
+    let good = format!("Bearer {}", token("alice", "acme", T0 + 3_600_000));
+    let send = |authorization: Vec<String>| {
+        let rt = rt.clone();
+        async move {
+            let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                "params": {"_meta": meta(caps())}});
+            let mut h = standard_headers(&msg);
+            for a in authorization {
+                h.push(("authorization".into(), a));
+            }
+            let r = post_raw(&rt, &h, serde_json::to_vec(&msg).unwrap()).await;
+            let challenge = r.header("www-authenticate").unwrap_or_default().to_owned();
+            (r.status, challenge)
+        }
+    };
+    let (status, challenge) = send(vec!["Basic YWxpY2U6cHc=".into()]).await;
+    assert_eq!(status, 401);
+    assert!(
+        challenge.starts_with("Bearer ") && !challenge.contains("error="),
+        "{challenge}"
+    );
+    let (status, challenge) = send(vec!["Bearer not.a.token".into()]).await;
+    assert_eq!(status, 401);
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+    let (status, challenge) = send(vec![good.clone(), good.clone()]).await;
+    assert_eq!(status, 400);
+    assert!(
+        challenge.contains("error=\"invalid_request\""),
+        "{challenge}"
+    );
+    assert_eq!(send(vec![good]).await.0, 200);
+}
