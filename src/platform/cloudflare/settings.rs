@@ -33,6 +33,13 @@ impl StoreMode {
 /// `MCP_LISTEN_SUBREQUESTS` to 40 or less.
 pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 900;
 
+/// The largest `MCP_MAX_TASK_BYTES` a shard can store: a SQLite-backed
+/// Durable Object holds at most 2 MB in one row (Cloudflare's limits), and
+/// a task's row also carries its key and due time. A larger record would
+/// fail every write as the store being unavailable, and its step would run
+/// again on each retry; with this bound it is refused as too large, once.
+pub const MAX_TASK_BYTES_ON_DO: u64 = 1_900_000;
+
 /// Everything the Worker and the shards read from the environment.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -56,6 +63,9 @@ impl Settings {
     /// | `MCP_TASK_CAPACITY` | shards new tasks are placed over (the shard is in the task id), 1..=65535, default `MCP_TASK_SHARDS`; raise it at any time to add capacity (never lower it below a value used before: the sweep covers the shards up to it) |
     /// | `MCP_SWEEP_SHARDS` | shards one cron run sweeps, in turn (default 32) |
     /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
+    ///
+    /// `MCP_MAX_TASK_BYTES` is held to 1..=[`MAX_TASK_BYTES_ON_DO`] here
+    /// (0, no limit, is refused): a Durable Object's row is bounded.
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let get = |name: &str| {
             lookup(name)
@@ -73,6 +83,12 @@ impl Settings {
                 .transpose()
         };
         let config = Config::from_env(&lookup)?;
+        let task_bytes = config.limits.max_task_bytes as u64;
+        if task_bytes == 0 || task_bytes > MAX_TASK_BYTES_ON_DO {
+            return Err(ConfigError(format!(
+                "MCP_MAX_TASK_BYTES must be from 1 to {MAX_TASK_BYTES_ON_DO} on Workers (a Durable Object's SQLite row holds at most 2 MB)"
+            )));
+        }
         let store = match get("MCP_STORE").as_deref() {
             None | Some("do") => StoreMode::Do,
             Some("do+kv-cache") => StoreMode::DoKvCache,
@@ -174,6 +190,28 @@ mod tests {
         m.entry("MCP_STATE_SECRET".into())
             .or_insert_with(|| "worker-settings-test-state-secret".into());
         move |k| m.get(k).cloned()
+    }
+
+    /// A task record must fit a Durable Object's row: `MCP_MAX_TASK_BYTES`
+    /// of 0 (no limit) or past the bound is refused, naming the bound.
+    #[test]
+    fn task_bytes_fit_a_durable_object_row() {
+        assert_eq!(
+            Settings::from_env(env(&[]))
+                .unwrap()
+                .config
+                .limits
+                .max_task_bytes,
+            1024 * 1024
+        );
+        let at_bound = MAX_TASK_BYTES_ON_DO.to_string();
+        let s = Settings::from_env(env(&[("MCP_MAX_TASK_BYTES", at_bound.as_str())])).unwrap();
+        assert_eq!(s.config.limits.max_task_bytes as u64, MAX_TASK_BYTES_ON_DO);
+        let past = (MAX_TASK_BYTES_ON_DO + 1).to_string();
+        for v in ["0", past.as_str(), "3000000"] {
+            let e = Settings::from_env(env(&[("MCP_MAX_TASK_BYTES", v)])).unwrap_err();
+            assert!(e.0.contains("1900000"), "{v}: {}", e.0);
+        }
     }
 
     #[test]
