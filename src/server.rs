@@ -612,7 +612,13 @@ impl<S: Store> Server<S> {
         };
         let Some(id) = &msg.id else {
             // Notifications never get a response. `notifications/cancelled`
-            // has nothing to cancel here (tasks use tasks/cancel).
+            // has nothing to cancel here (tasks use tasks/cancel). One sent
+            // in a protocol version this server does not speak is not
+            // accepted: 400 with -32022 and no id.
+            if let Some(e) = mirror.unsupported_version() {
+                trace.error = Some(e.code);
+                return Reply::error(None, &e);
+            }
             return Reply::Accepted;
         };
         match self.request(id, &msg, mirror, ctx, trace).await {

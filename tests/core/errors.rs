@@ -100,6 +100,37 @@ fn notifications_get_202_and_no_body() {
     }
 }
 
+/// A notification sent in a protocol version this server does not speak
+/// is not accepted: 400 with -32022 and no id. In a version it speaks (the
+/// 2025-11-25 adapter's included), 202.
+#[test]
+fn a_notification_in_an_unsupported_version_is_400() {
+    let h = Harness::new();
+    let msg = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    )
+    .unwrap();
+    let with = |version: &'static str| {
+        h.post_raw(
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", version),
+            ],
+            &msg,
+        )
+    };
+    let resp = with("2099-01-01");
+    let v = crate::support::body_json(&resp);
+    assert_eq!((resp.status, code(&v)), (400, -32022), "{v}");
+    assert!(v.get("id").is_none(), "{v}");
+    for version in ["2026-07-28", "2025-11-25"] {
+        let resp = with(version);
+        assert_eq!(resp.status, 202, "{version}");
+        assert!(resp.body_bytes().is_empty(), "{version}");
+    }
+}
+
 #[test]
 fn unknown_and_removed_methods_are_404() {
     let h = Harness::new();
