@@ -167,9 +167,19 @@ pub(crate) fn message_of(env: Members<'_>) -> Result<Message<'_>, EnvelopeError>
         None => return Err(invalid("The method member is missing.")),
     };
     if let Some(p) = env.params {
-        let first = p.as_bytes().first().copied();
-        if first != Some(b'{') {
-            return Err(invalid("The params member must be an object."));
+        match p.as_bytes().first() {
+            Some(b'{') => {}
+            // A structured value, so a valid request (JSON-RPC 2.0), whose
+            // params no MCP method takes by position: -32602 with 400.
+            Some(b'[') => {
+                return Err(EnvelopeError {
+                    id,
+                    error: RpcError::missing_meta(
+                        "Invalid params: MCP methods take their params by name, as an object.",
+                    ),
+                });
+            }
+            _ => return Err(invalid("The params member must be an object.")),
         }
     }
     Ok(Message {
@@ -352,6 +362,11 @@ mod tests {
             (ErrorCode::INVALID_REQUEST, Some(Id::Str("q".into())))
         );
         let e = err(r#"{"jsonrpc":"2.0","id":4,"method":"x","params":[1]}"#);
+        assert_eq!(
+            (e.error.code, e.error.status, e.id),
+            (ErrorCode::INVALID_PARAMS, Some(400), Some(Id::Int(4)))
+        );
+        let e = err(r#"{"jsonrpc":"2.0","id":4,"method":"x","params":7}"#);
         assert_eq!(
             (e.error.code, e.id),
             (ErrorCode::INVALID_REQUEST, Some(Id::Int(4)))
