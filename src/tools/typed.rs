@@ -19,7 +19,7 @@ use super::{
     TaskSupport, Tool, ToolCall, parse_args,
 };
 use crate::error::RpcError;
-use crate::protocol::tools::{CallToolResult, InputRequests, ToolDescriptor};
+use crate::protocol::tools::{CallToolResult, Content, InputRequests, ToolDescriptor};
 use crate::schema::schema_of;
 
 /// The schema of `T` if it describes a JSON object (what `outputSchema`
@@ -30,14 +30,21 @@ fn object_schema_of<T: JsonSchema>() -> Option<Value> {
 }
 
 /// A tool's result as a `CallToolResult`: an object becomes structured
-/// content (with its JSON as the text), anything else text.
-fn result_of<O: Serialize>(output: &O) -> CallToolResult {
-    match serde_json::to_value(output) {
+/// content (with its JSON as the text), anything else text; `more`
+/// content blocks follow.
+fn result_of<O: Serialize>(output: &O, more: Vec<Content>) -> CallToolResult {
+    let mut result = match serde_json::to_value(output) {
         Ok(Value::String(text)) => CallToolResult::text(text),
         Ok(v @ Value::Object(_)) => CallToolResult::structured(v.to_string(), v),
         Ok(v) => CallToolResult::text(v.to_string()),
-        Err(_) => CallToolResult::error("Internal error: the tool's result could not be encoded."),
-    }
+        Err(_) => {
+            return CallToolResult::error(
+                "Internal error: the tool's result could not be encoded.",
+            );
+        }
+    };
+    result.content.extend(more);
+    result
 }
 
 /// A tool that answers at once.
@@ -85,6 +92,38 @@ pub trait SyncTool: Send + Sync + 'static {
     /// or to read the client's capabilities. By default [`SyncTool::run`].
     fn run_with(&self, args: Self::Args, _call: &ToolCall<'_>) -> Result<Self::Output, String> {
         self.run(args)
+    }
+
+    /// Content blocks the answer carries after its text or structured
+    /// content: an image, audio, an embedded resource or a resource link
+    /// ([`Content`]'s constructors). None by default. The structured
+    /// content stays as `Output` gives it, so it still matches the
+    /// generated `outputSchema`.
+    ///
+    /// ```
+    /// use mcp_tasks_edge::protocol::tools::Content;
+    /// use mcp_tasks_edge::tools::SyncTool;
+    /// # use schemars::JsonSchema;
+    /// # use serde::Deserialize;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Args { name: String }
+    /// struct Chart;
+    ///
+    /// impl SyncTool for Chart {
+    ///     type Args = Args;
+    ///     type Output = String;
+    ///     const NAME: &'static str = "chart";
+    ///     const DESCRIPTION: &'static str = "Draws a chart.";
+    ///     fn run(&self, args: Args) -> Result<String, String> {
+    ///         Ok(format!("The chart of {}.", args.name))
+    ///     }
+    ///     fn content(&self, _output: &String) -> Vec<Content> {
+    ///         vec![Content::image(b"\x89PNG...", "image/png")]
+    ///     }
+    /// }
+    /// ```
+    fn content(&self, _output: &Self::Output) -> Vec<Content> {
+        Vec::new()
     }
 }
 
@@ -285,6 +324,14 @@ pub trait TaskTool: Send + Sync + 'static {
         state: Self::State,
         cx: &StepContext<'_>,
     ) -> Step<Self::State, Self::Output>;
+
+    /// Content blocks the task's result carries after its text or
+    /// structured content, for a step that ends with [`Step::Done`]: an
+    /// image, audio, an embedded resource or a resource link. None by
+    /// default (see [`SyncTool::content`]).
+    fn content(&self, _output: &Self::Output) -> Vec<Content> {
+        Vec::new()
+    }
 }
 
 /// Registers a [`SyncTool`].
@@ -327,7 +374,7 @@ impl<T: SyncTool> Tool for SyncAdapter<T> {
     fn call(&self, call: &ToolCall<'_>) -> Result<CallPlan, CallError> {
         let args = call.args::<T::Args>(T::NAME)?;
         Ok(CallPlan::Result(match self.0.run_with(args, call) {
-            Ok(output) => result_of(&output),
+            Ok(output) => result_of(&output, self.0.content(&output)),
             Err(message) => CallToolResult::error(message),
         }))
     }
@@ -411,7 +458,9 @@ impl<T: TaskTool> Tool for TaskAdapter<T> {
                     },
                     Err(fail) => fail,
                 },
-                Step::Done(output) => StepOutcome::Complete(result_of(&output)),
+                Step::Done(output) => {
+                    StepOutcome::Complete(result_of(&output, self.0.content(&output)))
+                }
                 Step::DoneWith(result) => StepOutcome::Complete(result),
                 Step::Retry { error, after_ms } => StepOutcome::Retry { error, after_ms },
                 Step::Fail(message) => StepOutcome::Fail(RpcError::internal(message)),

@@ -349,3 +349,104 @@ fn a_typed_prompt_reads_numbers_and_booleans_from_their_text() {
         assert_eq!(v["error"]["code"], -32602, "{bad}: {v}");
     }
 }
+
+/// A chart's numbers, as a typed tool's structured output.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct ChartOutput {
+    points: u32,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ChartArgs {
+    points: u32,
+}
+
+struct Chart;
+
+impl mcp_tasks_edge::tools::SyncTool for Chart {
+    type Args = ChartArgs;
+    type Output = ChartOutput;
+    const NAME: &'static str = "chart";
+    const DESCRIPTION: &'static str = "Draws a chart.";
+    fn run(&self, args: ChartArgs) -> Result<ChartOutput, String> {
+        Ok(ChartOutput {
+            points: args.points,
+        })
+    }
+    fn content(&self, output: &ChartOutput) -> Vec<mcp_tasks_edge::protocol::tools::Content> {
+        use mcp_tasks_edge::protocol::tools::Content;
+        vec![
+            Content::image(&[0x89, b'P', b'N', b'G'], "image/png"),
+            Content::resource_link(format!("charts://{}", output.points), "the chart"),
+        ]
+    }
+}
+
+struct SlowChart;
+
+impl mcp_tasks_edge::tools::TaskTool for SlowChart {
+    type Args = ChartArgs;
+    type State = ();
+    type Output = ChartOutput;
+    const NAME: &'static str = "slow_chart";
+    const DESCRIPTION: &'static str = "Draws a chart, as a task.";
+    fn start(&self, _: &ChartArgs) -> mcp_tasks_edge::tools::Start<()> {
+        mcp_tasks_edge::tools::Start::now(())
+    }
+    async fn step(
+        &self,
+        args: ChartArgs,
+        _: (),
+        _: &mcp_tasks_edge::tools::StepContext<'_>,
+    ) -> mcp_tasks_edge::tools::Step<(), ChartOutput> {
+        mcp_tasks_edge::tools::Step::Done(ChartOutput {
+            points: args.points,
+        })
+    }
+    fn content(&self, _: &ChartOutput) -> Vec<mcp_tasks_edge::protocol::tools::Content> {
+        vec![mcp_tasks_edge::protocol::tools::Content::audio(
+            b"RIFF",
+            "audio/wav",
+        )]
+    }
+}
+
+/// A typed tool answers with the content blocks its `content` gives after
+/// its structured content (which still matches its `outputSchema`), at
+/// once or as a task's result.
+#[test]
+fn typed_tools_answer_with_more_content_blocks() {
+    use mcp_tasks_edge::tools::{ToolSet, sync_tool, task_tool};
+    let h = Harness::new().with_server(|s| {
+        mcp_tasks_edge::server::Server::new(
+            s.store().clone(),
+            crate::support::config(),
+            ToolSet::from_tools(vec![sync_tool(Chart), task_tool(SlowChart)]),
+            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
+        )
+        .unwrap()
+    });
+    let r = h.ok(
+        "tools/call",
+        json!({"name": "chart", "arguments": {"points": 3}}),
+    );
+    assert_eq!(r["structuredContent"], json!({"points": 3}), "{r}");
+    let kinds: Vec<&str> = r["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["text", "image", "resource_link"], "{r}");
+    assert_eq!(r["content"][1]["mimeType"], "image/png");
+    assert_eq!(r["content"][2]["uri"], "charts://3");
+    let task = h.start("slow_chart", json!({"points": 5}));
+    let t = h.run_until_settled(&task, 100, 5);
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(
+        t["result"]["structuredContent"],
+        json!({"points": 5}),
+        "{t}"
+    );
+    assert_eq!(t["result"]["content"][1]["type"], "audio", "{t}");
+}
