@@ -20,7 +20,7 @@ test-workerd:
 
 ## Host tests of the core only (no wasm toolchain).
 test-core:
-	cargo test --lib --test core
+	cargo test --lib --test core --features demo,conformance-tools
 
 lint:
 	cargo fmt --all --check

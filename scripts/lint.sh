@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Clippy over every build the project ships or tests, with warnings denied.
 # `make lint` runs all of it; `make test` runs each part as its own stage.
-#   host    the workspace on the host (library with and without its default
-#           features, the server with and without the conformance tools,
-#           the starter)
+#   host    the workspace on the host (library with the demo and fixture
+#           tools its tests need, and without its default features, the
+#           server with and without the conformance tools, the starter)
 #   wasi    the WASI component (wasm32-wasip2)
 #   worker  the Worker, deployed and test builds (wasm32-unknown-unknown)
 set -euo pipefail
@@ -12,7 +12,7 @@ clippy() { cargo clippy --locked "$@" -- -D warnings; }
 
 part=${1:-all}
 if [[ $part == host || $part == all ]]; then
-  clippy --workspace --all-targets
+  clippy --workspace --all-targets --features mcp-tasks-edge/demo,mcp-tasks-edge/conformance-tools
   clippy -p mcp-tasks-edge --all-targets --no-default-features
   clippy -p mcp-tasks-edge-server --all-targets --features conformance
 fi

@@ -50,10 +50,10 @@ run "fetch crates" bash -c 'for try in 1 2 3; do
 run "format" cargo fmt --all --check
 run "clippy" bash scripts/lint.sh host
 run "clippy (wasi component)" bash scripts/lint.sh wasi
-run "core tests" bash -c 'cargo test --locked --lib --test core &&
+run "core tests" bash -c 'cargo test --locked --lib --test core --features demo,conformance-tools &&
   cargo test --locked -p mcp-tasks-edge-host --lib &&
   cargo test --locked --doc -p mcp-tasks-edge-host &&
-  cargo test --locked --doc -p mcp-tasks-edge &&
+  cargo test --locked --doc -p mcp-tasks-edge --features demo,conformance-tools &&
   cargo test --locked -p mcp-tasks-edge-server &&
   cargo test --locked -p mcp-tasks-edge-server --features conformance &&
   cargo test --locked -p mcp-tasks-edge-starter'
@@ -71,7 +71,7 @@ run "wasi component" bash -c 'cargo build --release --target wasm32-wasip2 --loc
     echo "wasi component: $c $(stat -c %s "$w") bytes, $(gzip -9c "$w" | wc -c) gzipped"
   done'
 # The kill test runs the host example as a process.
-run "wasi tests" bash -c 'cargo build --locked -p mcp-tasks-edge-host && cargo test --locked --test wasi'
+run "wasi tests" bash -c 'cargo build --locked -p mcp-tasks-edge-host && cargo test --locked --test wasi --features demo,conformance-tools'
 run "conformance (wasi host)" bash scripts/conformance.sh
 
 # --- Cloudflare Worker (issue 4) -------------------------------------------

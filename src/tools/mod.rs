@@ -706,10 +706,12 @@ impl ToolSet {
     /// so that a tool is never shadowed without a word.
     ///
     /// ```
+    /// use mcp_tasks_edge::resources::text_resource;
     /// use mcp_tasks_edge::tools::ToolSet;
     ///
-    /// let twice = mcp_tasks_edge::demo::tools(0).and(mcp_tasks_edge::demo::tools(0));
-    /// assert!(twice.duplicates().iter().any(|d| d == "the tool run_job"));
+    /// let doc = || text_resource("docs://a", "a", "text/plain", "A");
+    /// let twice = ToolSet::empty().with_resource(doc()).with_resource(doc());
+    /// assert!(twice.duplicates().iter().any(|d| d == "the resource docs://a"));
     /// assert!(ToolSet::empty().duplicates().is_empty());
     /// ```
     pub fn duplicates(&self) -> &[String] {

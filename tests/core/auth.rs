@@ -279,7 +279,7 @@ fn every_token_defect_is_refused_with_401() {
             .contains("invalid_token")
     );
     let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta(caps())}});
-    let mut headers: Vec<(String, String)> = standard_headers(&msg)
+    let headers: Vec<(String, String)> = standard_headers(&msg)
         .into_iter()
         .map(|(a, b)| (a.to_owned(), b))
         .collect();
