@@ -144,6 +144,14 @@ pub trait Outbound {
         request: OutboundRequest,
         max_body: usize,
     ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>>;
+
+    /// Requests this client may still send, where it is bounded (a
+    /// [`Budgeted`] client: a platform that caps the subrequests of one
+    /// invocation); `None` where it is not. A tick claims no more tasks
+    /// once fewer are left than one of its steps has used.
+    fn remaining(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<T: Outbound + ?Sized> Outbound for std::rc::Rc<T> {
@@ -153,6 +161,59 @@ impl<T: Outbound + ?Sized> Outbound for std::rc::Rc<T> {
         max_body: usize,
     ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
         (**self).send(request, max_body)
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        (**self).remaining()
+    }
+}
+
+/// A client that sends at most `budget` requests through `inner` and
+/// refuses the rest: a Worker invocation's subrequest cap, met by the tick
+/// claiming no task it may not have room for, rather than by the
+/// platform's own error in the middle of a step.
+///
+/// ```
+/// use mcp_tasks_edge::outbound::{Budgeted, NoOutbound, Outbound};
+/// let client = Budgeted::new(NoOutbound, 900);
+/// assert_eq!(client.remaining(), Some(900));
+/// ```
+pub struct Budgeted<O> {
+    inner: O,
+    budget: usize,
+    sent: std::cell::Cell<usize>,
+}
+
+impl<O: Outbound> Budgeted<O> {
+    pub fn new(inner: O, budget: usize) -> Self {
+        Budgeted {
+            inner,
+            budget,
+            sent: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl<O: Outbound> Outbound for Budgeted<O> {
+    fn send<'a>(
+        &'a self,
+        request: OutboundRequest,
+        max_body: usize,
+    ) -> LocalFuture<'a, Result<OutboundResponse, OutboundError>> {
+        let sent = self.sent.get();
+        if sent >= self.budget {
+            return Box::pin(std::future::ready(Err(OutboundError::Failed(format!(
+                "this invocation has sent its {} outbound requests",
+                self.budget
+            )))));
+        }
+        self.sent.set(sent + 1);
+        self.inner.send(request, max_body)
+    }
+
+    fn remaining(&self) -> Option<usize> {
+        let left = self.budget.saturating_sub(self.sent.get());
+        Some(self.inner.remaining().map_or(left, |inner| inner.min(left)))
     }
 }
 

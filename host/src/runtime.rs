@@ -974,6 +974,9 @@ impl Runtime {
                     skipped: r.skipped as usize,
                     fenced: r.fenced as usize,
                     errors: r.errors as usize,
+                    // The component's outbound requests are not bounded
+                    // per tick, so none is held back.
+                    held_back: 0,
                     next_due: r.next_due,
                 })
             }

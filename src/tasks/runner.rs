@@ -86,6 +86,10 @@ pub struct TickReport {
     pub fenced: usize,
     /// Store or decoding failures.
     pub errors: usize,
+    /// Due tasks left for the next tick because the outbound client had
+    /// fewer requests left than a step of this tick used
+    /// ([`crate::outbound::Outbound::remaining`]).
+    pub held_back: usize,
     /// The earliest due time left in the store, for alarms and timers.
     pub next_due: Option<Millis>,
 }
@@ -94,7 +98,7 @@ impl std::fmt::Display for TickReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "due={} stepped={} finished={} cancelled={} purged={} skipped={} fenced={} errors={} next_due={}",
+            "due={} stepped={} finished={} cancelled={} purged={} skipped={} fenced={} errors={} held_back={} next_due={}",
             self.due,
             self.stepped,
             self.finished,
@@ -103,6 +107,7 @@ impl std::fmt::Display for TickReport {
             self.skipped,
             self.fenced,
             self.errors,
+            self.held_back,
             self.next_due.map_or("none".to_owned(), |d| d.to_string())
         )
     }
@@ -365,12 +370,23 @@ impl<'a, S: Store> Runner<'a, S> {
             }
         };
         report.due = keys.len();
-        for key in keys {
+        // The most outbound requests one step of this tick has sent: a
+        // bounded client with fewer left claims no further task.
+        let mut most = 0;
+        for (i, key) in keys.iter().enumerate() {
+            let before = self.outbound.remaining();
+            if before.is_some_and(|left| left == 0 || left < most) {
+                report.held_back = report.due - i;
+                break;
+            }
             // Each task is claimed at the time the tick reaches it: a lease
             // taken at the tick's start would already have run out for the
             // tasks behind slow steps.
             let at = self.clock.map_or(now, |c| c().max(now));
-            self.advance(&key, at, &mut report).await;
+            self.advance(key, at, &mut report).await;
+            if let (Some(b), Some(a)) = (before, self.outbound.remaining()) {
+                most = most.max(b.saturating_sub(a));
+            }
         }
         match self.store.next_due().await {
             Ok(next) => report.next_due = next,

@@ -190,6 +190,58 @@ fn declining_completes_without_the_result() {
     assert!(t["result"]["structuredContent"].get("result").is_none());
 }
 
+/// A tick whose outbound client is bounded (a Worker invocation's
+/// subrequests) claims no task once fewer requests are left than one of
+/// its steps used: the tasks left over are not attempted, keep their
+/// attempts, and are stepped by the next tick, with a client of its own.
+/// Claimed, their requests would be refused mid-step and count attempts.
+#[test]
+fn a_bounded_outbound_client_holds_tasks_back_instead_of_failing_their_steps() {
+    use mcp_tasks_edge::outbound::Budgeted;
+    let upstream = Rc::new(Upstream::default());
+    let fake = Rc::new(FakeOutbound::new({
+        let upstream = upstream.clone();
+        move |req| upstream.answer(req)
+    }));
+    let store = Arc::new(MemoryStore::new());
+    let bounded = |seed: u64, budget: usize| {
+        Harness::with_config(store.clone(), seed, job_config()).with_server(|s| {
+            s.with_outbound(Box::new(Budgeted::new(fake.clone(), budget)))
+                .with_tool_settings(Box::new(|name: &str| match name {
+                    "JOB_API_URL" => Some(API.to_owned()),
+                    "JOB_API_KEY" => Some("sk-test".to_owned()),
+                    _ => None,
+                }))
+        })
+    };
+    let h = bounded(1, 4);
+    let tasks: Vec<String> = (0..6)
+        .map(|i| h.start("run_job", json!({"input": format!("f{i}.csv")})))
+        .collect();
+    let report = h.tick();
+    // Each first step submits once: four fit, two are held back.
+    assert_eq!((report.stepped, report.held_back), (4, 2), "{report}");
+    assert_eq!(keys(&fake, "POST").len(), 4);
+    let messages: Vec<String> = tasks
+        .iter()
+        .map(|t| h.get(t)["statusMessage"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        messages.iter().all(|m| !m.contains("failed")),
+        "no step met a refused request: {messages:?}"
+    );
+    // The next invocation, with its own budget, steps the two.
+    let next = bounded(2, 4);
+    next.now.set(h.now.get());
+    let report = next.tick();
+    assert_eq!((report.stepped, report.held_back), (2, 0), "{report}");
+    assert_eq!(keys(&fake, "POST").len(), 6);
+    for t in &tasks {
+        let task = next.get(t);
+        assert_eq!(task["statusMessage"], "The job is running.", "{task}");
+    }
+}
+
 #[test]
 fn upstream_errors_are_retried_with_backoff_and_the_same_key() {
     let upstream = Rc::new(Upstream::default());

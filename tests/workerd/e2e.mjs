@@ -413,6 +413,29 @@ async function outboundCapped(upstream) {
   });
 }
 
+/// A shard whose alarm may make one outbound request (MCP_TICK_SUBREQUESTS
+/// 1, one shard): three run_job tasks due at once are stepped one per
+/// invocation, the others held back to the next alarm, none with a request
+/// refused by the platform's cap or an attempt lost.
+async function tickSubrequests(upstream) {
+  await test('run_job on workerd: a shard whose alarm may make one request holds tasks back to the next', async () => {
+    const offset = logSize();
+    upstream.polls = 0;
+    const before = upstream.submitKeys().length;
+    const tasks = await Promise.all(['a', 'b', 'c'].map((input) => startTask('run_job', { input })));
+    for (const taskId of tasks) {
+      const t = await waitFor(taskId, (x) => x.status !== 'working', 'ask for confirmation', 30_000);
+      check(t.status === 'input_required', `status ${t.status}: ${JSON.stringify(t)}`);
+    }
+    const keys = upstream.submitKeys().slice(before);
+    check(keys.length === 3 && new Set(keys).size === 3, `one submit per task: ${JSON.stringify(keys)}`);
+    await sleep(300);
+    const sweeps = loggedObjects(offset).filter((o) => o.event === 'sweep');
+    check(sweeps.some((o) => o.held_back > 0), `a sweep held tasks back: ${JSON.stringify(sweeps)}`);
+    check(sweeps.every((o) => o.stepped <= 1), `one step per invocation: ${JSON.stringify(sweeps)}`);
+  });
+}
+
 /// The starter crate's own Worker (examples/starter/wrangler.toml), as a
 /// user runs it: its tool checks a URL on 127.0.0.1, advanced by alarms.
 async function starter(upstream) {
@@ -1387,6 +1410,13 @@ async function main() {
   }));
   await server.start();
   await outboundCapped(upstream);
+  await server.stop();
+  useServer(new Wrangler({
+    MCP_OUTBOUND_ALLOW: upstream.origin, JOB_API_URL: upstream.url, JOB_API_KEY: 'sk-e2e',
+    MCP_TASK_SHARDS: '1', MCP_TICK_SUBREQUESTS: '1',
+  }));
+  await server.start();
+  await tickSubrequests(upstream);
   await server.stop();
   useServer(new Wrangler(
     { MCP_AUTH: 'insecure-local', MCP_INSECURE_PRINCIPAL: 'e2e/starter', MCP_OUTBOUND_ALLOW: upstream.origin },

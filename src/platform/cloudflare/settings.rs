@@ -33,6 +33,11 @@ impl StoreMode {
 /// `MCP_LISTEN_SUBREQUESTS` to 40 or less.
 pub const DEFAULT_LISTEN_SUBREQUESTS: u32 = 900;
 
+/// Outbound requests the steps of one alarm or sweep may make (a Durable
+/// Object invocation's subrequests: Workers Paid allows 1,000; on Workers
+/// Free, 50, set `MCP_TICK_SUBREQUESTS` to 40 or less).
+pub const DEFAULT_TICK_SUBREQUESTS: u32 = 900;
+
 /// The largest `MCP_MAX_TASK_BYTES` a shard can store: a SQLite-backed
 /// Durable Object holds at most 2 MB in one row (Cloudflare's limits), and
 /// a task's row also carries its key and due time. A larger record would
@@ -50,6 +55,8 @@ pub struct Settings {
     /// Shards one cron run sweeps.
     pub sweep_shards: u32,
     pub listen_subrequests: u32,
+    /// Outbound requests one alarm or sweep's steps may make.
+    pub tick_subrequests: u32,
 }
 
 impl Settings {
@@ -63,6 +70,7 @@ impl Settings {
     /// | `MCP_TASK_CAPACITY` | shards new tasks are placed over (the shard is in the task id), 1..=65535, default `MCP_TASK_SHARDS`; raise it at any time to add capacity (never lower it below a value used before: the sweep covers the shards up to it) |
     /// | `MCP_SWEEP_SHARDS` | shards one cron run sweeps, in turn (default 32) |
     /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
+    /// | `MCP_TICK_SUBREQUESTS` | outbound requests the steps of one alarm or sweep may make (default 900); a tick claims no task once fewer are left than one of its steps used, and the rest run in the next invocation |
     ///
     /// `MCP_MAX_TASK_BYTES` is held to 1..=[`MAX_TASK_BYTES_ON_DO`] here
     /// (0, no limit, is refused): a Durable Object's row is bounded.
@@ -105,6 +113,8 @@ impl Settings {
         config.task_placements = u16::try_from(capacity).unwrap_or(u16::MAX);
         let listen_subrequests = number("MCP_LISTEN_SUBREQUESTS", 1, 100_000)?
             .map_or(DEFAULT_LISTEN_SUBREQUESTS, |n| n as u32);
+        let tick_subrequests = number("MCP_TICK_SUBREQUESTS", 1, 100_000)?
+            .map_or(DEFAULT_TICK_SUBREQUESTS, |n| n as u32);
         Ok(Settings {
             config,
             store,
@@ -114,6 +124,7 @@ impl Settings {
             },
             sweep_shards,
             listen_subrequests,
+            tick_subrequests,
         })
     }
 }
@@ -228,6 +239,7 @@ mod tests {
         assert_eq!(s.config.task_placements, 16);
         assert_eq!(s.sweep_shards, DEFAULT_SWEEP_SHARDS);
         assert_eq!(s.listen_subrequests, DEFAULT_LISTEN_SUBREQUESTS);
+        assert_eq!(s.tick_subrequests, DEFAULT_TICK_SUBREQUESTS);
         assert_eq!(s.config.tick_budget, 100);
 
         let s = Settings::from_env(env(&[
@@ -237,9 +249,11 @@ mod tests {
             ("MCP_LISTEN_POLL_MS", "250"),
             ("MCP_LISTEN_MAX_MS", "60000"),
             ("MCP_LISTEN_SUBREQUESTS", "40"),
+            ("MCP_TICK_SUBREQUESTS", "40"),
         ]))
         .unwrap();
         assert_eq!(s.store, StoreMode::DoKvCache);
+        assert_eq!(s.tick_subrequests, 40);
         assert_eq!(
             s.layout,
             Layout {
@@ -277,6 +291,7 @@ mod tests {
             ("MCP_TASK_SHARDS", "513"),
             ("MCP_TASK_SHARDS", "many"),
             ("MCP_TICK_BUDGET", "0"),
+            ("MCP_TICK_SUBREQUESTS", "0"),
             ("MCP_LISTEN_POLL_MS", "1"),
         ] {
             assert!(Settings::from_env(env(&[bad])).is_err(), "{bad:?}");

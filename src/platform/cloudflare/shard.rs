@@ -382,6 +382,7 @@ impl Shard {
             }
         };
         let budget = settings.config.tick_budget;
+        let subrequests = settings.tick_subrequests as usize;
         let lookup = super::env::env_lookup(&self.env);
         let tools = match (self.tools)(&crate::tools::factory_settings(&lookup)) {
             Ok(t) => t,
@@ -392,7 +393,12 @@ impl Shard {
             Err(e) => return self.sweep_failed(&storage, origin, &e.message, now).await,
         };
         let server = super::env::with_step_env(
-            server.with_outbound(Box::new(super::outbound::FetchOutbound)),
+            // The invocation's subrequest cap: the tick claims no task it
+            // may not have room for, and the rest run in the next alarm.
+            server.with_outbound(Box::new(crate::outbound::Budgeted::new(
+                super::outbound::FetchOutbound,
+                subrequests,
+            ))),
             &self.env,
         );
         let tick = server.tick(now).await;
@@ -405,8 +411,8 @@ impl Shard {
             None => None,
             Some(n) if n > now => Some(n),
             // A backlog: continue at once, in a new invocation with its own
-            // CPU budget.
-            Some(_) if tick.due >= budget && progress => Some(now),
+            // CPU budget (and subrequests, when the tick held tasks back).
+            Some(_) if (tick.due >= budget || tick.held_back > 0) && progress => Some(now),
             // Due but stuck (store errors, unreadable entries): retry soon,
             // not in a tight loop.
             Some(_) => Some(now + RETRY_MS),
@@ -426,7 +432,7 @@ impl Shard {
                     "event": "sweep", "origin": origin, "shard": self.name(),
                     "due": tick.due, "stepped": tick.stepped, "finished": tick.finished,
                     "purged": tick.purged, "skipped": tick.skipped, "fenced": tick.fenced,
-                    "errors": tick.errors, "alarm_at": alarm_at,
+                    "errors": tick.errors, "held_back": tick.held_back, "alarm_at": alarm_at,
                 })
             );
         }
