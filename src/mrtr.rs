@@ -3,7 +3,9 @@
 //! Format: `key id "." base64url(payload) "." base64url(tag)`, where the
 //! key id names the [`Keyring`] key that signed it (so a rotated-out key
 //! still verifies while it is configured as the previous one), the payload is
-//! `{"e": expiry ms, "n": nonce, "d": tool data}` and the tag is
+//! `{"e": expiry ms, "n": nonce, "d": tool data, "p": task placements}`
+//! (`p`, where a task the round creates is placed, is absent from states
+//! signed before it was added) and the tag is
 //! HMAC-SHA-256 over a domain label, tenant, principal, tool name, the
 //! SHA-256 of the canonical arguments, and the encoded payload. A state that
 //! was tampered with, has expired, or is replayed by another principal, for
@@ -27,13 +29,10 @@ struct Payload {
     e: Millis,
     n: String,
     d: Value,
-    /// The server's task placements when it signed the round (absent: 0).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    p: u16,
-}
-
-fn is_zero(n: &u16) -> bool {
-    *n == 0
+    /// The server's task placements when it signed the round; absent from
+    /// a state signed before it was carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    p: Option<u16>,
 }
 
 /// What a round's state is bound to: the caller, the tool (or
@@ -57,8 +56,9 @@ pub struct Verified {
     pub key_id: String,
     /// The server's task placements when the round was signed: a task the
     /// round creates is placed by this count, so that a replay served
-    /// after the count changed finds the same task.
-    pub placements: u16,
+    /// after the count changed finds the same task. `None` for a state
+    /// signed before the count was carried: the server's own count then.
+    pub placements: Option<u16>,
 }
 
 fn args_digest(arguments: &Map<String, Value>) -> [u8; 32] {
@@ -102,7 +102,7 @@ pub fn sign(
         e: expires_at,
         n: b64url(&nonce),
         d: data,
-        p: placements,
+        p: Some(placements),
     };
     let json = serde_json::to_vec(&payload)
         .map_err(|_| RpcError::internal("Internal error: state encoding failed."))?;
@@ -298,5 +298,32 @@ mod tests {
         let (_, t) = rest.split_once('.').unwrap();
         let forged = format!("{id}.{}.{t}", b64url(br#"{"e":99999999,"n":"x","d":2}"#));
         assert!(verify(&k(), at(&owner("alice"), "tool", &a), &forged, 0).is_err());
+    }
+
+    /// A state signed before the placements were carried has none: the
+    /// server places its task by its own count, as it did then.
+    #[test]
+    fn a_state_without_placements_verifies_with_none() {
+        let a = Map::new();
+        let encoded = b64url(br#"{"e":1000,"n":"bm9uY2U","d":1}"#);
+        let key = k();
+        let tag = with_tagged_parts(at(&owner("alice"), "tool", &a), &encoded, |parts| {
+            key.current().hmac(parts)
+        });
+        let old = format!("{}.{encoded}.{}", key.current().id(), b64url(&tag));
+        let v = verify(&k(), at(&owner("alice"), "tool", &a), &old, 0).unwrap();
+        assert_eq!((v.data, v.placements), (serde_json::json!(1), None));
+        let ids = SequentialIds::starting_at(1);
+        let fresh = sign(
+            &k(),
+            &ids,
+            at(&owner("alice"), "tool", &a),
+            json!(1),
+            1_000,
+            16,
+        )
+        .unwrap();
+        let v = verify(&k(), at(&owner("alice"), "tool", &a), &fresh, 0).unwrap();
+        assert_eq!(v.placements, Some(16));
     }
 }

@@ -75,7 +75,7 @@ pub struct Mirror<'a> {
 /// Whether a mirrored header's (decoded) text stands for the body's
 /// `value`: a string as it is, a boolean as its JSON text, a number by its
 /// value (`42.0` in the body is `42` in the header, as the spec suggests).
-/// Two integers are compared exactly: as floats, integers past 2^53 that
+/// Integers are compared exactly: as floats, integers past 2^53 that
 /// differ would compare equal.
 fn mirrors(text: &str, value: &Value) -> bool {
     match value {
@@ -83,15 +83,35 @@ fn mirrors(text: &str, value: &Value) -> bool {
         // Read by the crate's JSON reader: `str::parse::<f64>` would add
         // core's own float parser (14 KB gzip to the Worker's wasm).
         Value::Number(n) => match crate::json::from_str::<Value>(text) {
-            Ok(Value::Number(h)) => {
-                h == *n || ((h.is_f64() || n.is_f64()) && h.as_f64() == n.as_f64())
-            }
+            Ok(Value::Number(h)) => same_number(&h, n),
             _ => false,
         },
         Value::Bool(b) => text == if *b { "true" } else { "false" },
         Value::Null => text == "null",
         // Only scalars are mirrored into headers.
         Value::Array(_) | Value::Object(_) => false,
+    }
+}
+
+/// Whether two JSON numbers have the same value: two floats as floats, two
+/// integers exactly, and a float and an integer only where the float is
+/// whole and exact (at most 2^53 in magnitude), as the integer.
+fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    let whole = |n: &serde_json::Number| -> Option<i128> {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (whole(a), whole(b)) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => a.as_f64() == b.as_f64(),
+        (Some(i), None) | (None, Some(i)) => {
+            const EXACT: f64 = 9_007_199_254_740_992.0;
+            let f = if whole(a).is_none() { a } else { b };
+            f.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() <= EXACT)
+                .is_some_and(|f| f as i128 == i)
+        }
     }
 }
 
@@ -1037,7 +1057,7 @@ impl<S: Store> Server<S> {
                             .unwrap_or(self.config.state_keys.current())
                             .secret(),
                         nonce: &v.nonce,
-                        placements: v.placements,
+                        placements: v.placements.unwrap_or(self.config.task_placements),
                     },
                     None => NewTaskId::Random(self.ids.as_ref()),
                 };
@@ -1172,7 +1192,8 @@ impl<S: Store> Server<S> {
         let Some(key) = self.config.state_keys.by_id(&v.key_id) else {
             return Ok(false);
         };
-        let id = crate::tasks::round_task_id(key.secret(), &v.nonce, v.placements);
+        let placements = v.placements.unwrap_or(self.config.task_placements);
+        let id = crate::tasks::round_task_id(key.secret(), &v.nonce, placements);
         self.store
             .get(&id)
             .await
@@ -1580,6 +1601,16 @@ mod tests {
             "9007199254740993",
             &json!(9_007_199_254_740_993u64)
         ));
+        assert!(
+            !mirrors("9007199254740992.0", &json!(9_007_199_254_740_993u64)),
+            "nor through a float's spelling"
+        );
+        assert!(!mirrors(
+            "9007199254740994.0",
+            &json!(9_007_199_254_740_993u64)
+        ));
+        assert!(mirrors("4.0", &json!(4)));
+        assert!(!mirrors("4.5", &json!(4)));
         assert!(!mirrors(
             "-9007199254740992",
             &json!(-9_007_199_254_740_993i64)
