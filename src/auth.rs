@@ -140,7 +140,10 @@ impl Auth {
 }
 
 /// The token of a `Bearer` credential: [`AuthError::NotBearer`] for
-/// another scheme, an invalid token for a `Bearer` without one.
+/// another scheme, an invalid token for a `Bearer` without one, and a
+/// malformed request for a value that holds several credentials
+/// (`Bearer a, Bearer b`: the Fetch API joins repeated `Authorization`
+/// headers so, on Workers; a token has no comma or space).
 fn bearer(header: &str) -> Result<&str, AuthError> {
     let header = crate::limits::trim_ows(header);
     let (scheme, token) = header.split_once(' ').unwrap_or((header, ""));
@@ -150,6 +153,9 @@ fn bearer(header: &str) -> Result<&str, AuthError> {
     let token = crate::limits::trim_ows(token);
     if token.is_empty() {
         return Err(AuthError::InvalidToken("an empty bearer token"));
+    }
+    if token.contains([',', ' ']) {
+        return Err(AuthError::Malformed("several credentials in one header"));
     }
     Ok(token)
 }
@@ -976,6 +982,9 @@ mod tests {
         assert_eq!(bearer("Basic"), Err(AuthError::NotBearer));
         assert_eq!(bearer("Bearer"), empty);
         assert_eq!(bearer("Bearer "), empty);
+        let several = Err(AuthError::Malformed("several credentials in one header"));
+        assert_eq!(bearer("Bearer a, Bearer b"), several);
+        assert_eq!(bearer("Bearer a b"), several);
         // Optional whitespace is spaces and tabs; other white space stays
         // part of the credential (and fails its check).
         assert_eq!(ok("\tBearer abc\t"), Some("abc"));

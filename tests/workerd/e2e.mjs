@@ -1290,6 +1290,11 @@ async function jwtAuth() {
     const basicChallenge = basic.headers.get('www-authenticate') ?? '';
     check(basic.status === 401 && basicChallenge.startsWith('Bearer ') && !basicChallenge.includes('error='),
       `Basic: ${basic.status} ${basicChallenge}`);
+    // Two Authorization headers reach the Worker joined into one value
+    // (the Fetch API's Headers): a malformed request, 400 invalid_request.
+    const joined = await post(get, as(`${alice}, Bearer ${alice}`));
+    check(joined.status === 400 && /error="invalid_request"/.test(joined.headers.get('www-authenticate') ?? ''),
+      `two credentials: ${joined.status} ${joined.headers.get('www-authenticate')}`);
     const forged = await post(get, as(`${alice.slice(0, -4)}AAAA`));
     check(forged.status === 401 && /error="invalid_token"/.test(forged.headers.get('www-authenticate') ?? ''),
       `a forged token: ${forged.status} ${forged.headers.get('www-authenticate')}`);
