@@ -237,7 +237,7 @@ impl Config {
     /// | `MCP_AUTHORIZATION_SERVERS` | comma-separated, for the protected resource metadata (default: the issuer) |
     /// | `MCP_MAX_OUTSTANDING_TASKS` | unfinished tasks per principal (default 100; 0 = no limit) |
     /// | `MCP_MAX_STORED_BYTES` | bytes one principal's tasks may store until they expire, finished ones included (default 33554432; 0 = no limit) |
-    /// | `MCP_MAX_TASK_BYTES` | largest stored task: arguments, state and result (default 1048576; 0 = no limit) |
+    /// | `MCP_MAX_TASK_BYTES` | largest stored task: arguments, state and result (default 1048576; 0 = no limit; on Workers at most 1900000, and 0 means that) |
     /// | `MCP_MAX_ARGUMENT_BYTES` | largest `arguments` of a tool call, as JSON (default 262144; 0 = no limit) |
     /// | `MCP_MAX_TASKS_PER_MINUTE` | tasks one principal may create per minute, as a bucket of that size (default 600; 0 = no limit) |
     /// | `MCP_MAX_LISTEN_STREAMS` | open `subscriptions/listen` streams per principal (default 16; 0 = no limit) |

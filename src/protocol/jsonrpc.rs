@@ -106,7 +106,7 @@ pub struct EnvelopeError {
     pub error: RpcError,
 }
 
-/// Phase one: the envelope. Non-JSON is -32700 (id null); a JSON value that
+/// Phase one: the envelope. Non-JSON is -32700 (without an id); a JSON value that
 /// is not a single well-formed request or notification is -32600.
 pub fn parse_message(body: &[u8]) -> Result<Message<'_>, EnvelopeError> {
     // JSON text is UTF-8; anything else is not JSON at all.

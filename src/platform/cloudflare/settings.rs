@@ -72,8 +72,9 @@ impl Settings {
     /// | `MCP_LISTEN_SUBREQUESTS` | subrequests one listen request may make (default 900) |
     /// | `MCP_TICK_SUBREQUESTS` | outbound requests the steps of one alarm or sweep may make (default 900); a tick claims no task once fewer are left than one of its steps used, and the rest run in the next invocation |
     ///
-    /// `MCP_MAX_TASK_BYTES` is held to 1..=[`MAX_TASK_BYTES_ON_DO`] here
-    /// (0, no limit, is refused): a Durable Object's row is bounded.
+    /// `MCP_MAX_TASK_BYTES` is held to [`MAX_TASK_BYTES_ON_DO`] here (0,
+    /// no limit, means that bound; more is refused): a Durable Object's
+    /// row is bounded.
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Settings, ConfigError> {
         let get = |name: &str| {
             lookup(name)
@@ -90,12 +91,16 @@ impl Settings {
                 })
                 .transpose()
         };
-        let config = Config::from_env(&lookup)?;
-        let task_bytes = config.limits.max_task_bytes as u64;
-        if task_bytes == 0 || task_bytes > MAX_TASK_BYTES_ON_DO {
-            return Err(ConfigError(format!(
-                "MCP_MAX_TASK_BYTES must be from 1 to {MAX_TASK_BYTES_ON_DO} on Workers (a Durable Object's SQLite row holds at most 2 MB)"
-            )));
+        let mut config = Config::from_env(&lookup)?;
+        match config.limits.max_task_bytes as u64 {
+            // No limit of the deployment's own: the row's applies.
+            0 => config.limits.max_task_bytes = MAX_TASK_BYTES_ON_DO as usize,
+            n if n > MAX_TASK_BYTES_ON_DO => {
+                return Err(ConfigError(format!(
+                    "MCP_MAX_TASK_BYTES must be at most {MAX_TASK_BYTES_ON_DO} on Workers (a Durable Object's SQLite row holds at most 2 MB)"
+                )));
+            }
+            _ => {}
         }
         let store = match get("MCP_STORE").as_deref() {
             None | Some("do") => StoreMode::Do,
@@ -108,7 +113,6 @@ impl Settings {
             number("MCP_TASK_CAPACITY", 1, u64::from(MAX_CAPACITY))?.map_or(shards, |n| n as u32);
         let sweep_shards =
             number("MCP_SWEEP_SHARDS", 1, 1_000)?.map_or(DEFAULT_SWEEP_SHARDS, |n| n as u32);
-        let mut config = config;
         // New ids name their shard (placement p lives in shard p).
         config.task_placements = u16::try_from(capacity).unwrap_or(u16::MAX);
         let listen_subrequests = number("MCP_LISTEN_SUBREQUESTS", 1, 100_000)?
@@ -204,7 +208,8 @@ mod tests {
     }
 
     /// A task record must fit a Durable Object's row: `MCP_MAX_TASK_BYTES`
-    /// of 0 (no limit) or past the bound is refused, naming the bound.
+    /// past the bound is refused, naming it, and 0 (no limit) is the
+    /// bound.
     #[test]
     fn task_bytes_fit_a_durable_object_row() {
         assert_eq!(
@@ -218,8 +223,13 @@ mod tests {
         let at_bound = MAX_TASK_BYTES_ON_DO.to_string();
         let s = Settings::from_env(env(&[("MCP_MAX_TASK_BYTES", at_bound.as_str())])).unwrap();
         assert_eq!(s.config.limits.max_task_bytes as u64, MAX_TASK_BYTES_ON_DO);
+        let unlimited = Settings::from_env(env(&[("MCP_MAX_TASK_BYTES", "0")])).unwrap();
+        assert_eq!(
+            unlimited.config.limits.max_task_bytes as u64,
+            MAX_TASK_BYTES_ON_DO
+        );
         let past = (MAX_TASK_BYTES_ON_DO + 1).to_string();
-        for v in ["0", past.as_str(), "3000000"] {
+        for v in [past.as_str(), "3000000"] {
             let e = Settings::from_env(env(&[("MCP_MAX_TASK_BYTES", v)])).unwrap_err();
             assert!(e.0.contains("1900000"), "{v}: {}", e.0);
         }
