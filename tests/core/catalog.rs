@@ -314,16 +314,10 @@ impl mcp_tasks_edge::prompts::TypedPrompt for Countdown {
 /// fields are read from their text, and text that is not one is -32602.
 #[test]
 fn a_typed_prompt_reads_numbers_and_booleans_from_their_text() {
-    let h = Harness::new().with_server(|s| {
-        mcp_tasks_edge::server::Server::new(
-            s.store().clone(),
-            crate::support::config(),
-            mcp_tasks_edge::tools::ToolSet::empty()
-                .with_prompt(mcp_tasks_edge::prompts::typed_prompt(Countdown)),
-            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
-        )
-        .unwrap()
-    });
+    let h = Harness::with_tools(
+        mcp_tasks_edge::tools::ToolSet::empty()
+            .with_prompt(mcp_tasks_edge::prompts::typed_prompt(Countdown)),
+    );
     let get = |args: Value| {
         h.send(
             "prompts/get",
@@ -417,15 +411,10 @@ impl mcp_tasks_edge::tools::TaskTool for SlowChart {
 #[test]
 fn typed_tools_answer_with_more_content_blocks() {
     use mcp_tasks_edge::tools::{ToolSet, sync_tool, task_tool};
-    let h = Harness::new().with_server(|s| {
-        mcp_tasks_edge::server::Server::new(
-            s.store().clone(),
-            crate::support::config(),
-            ToolSet::from_tools(vec![sync_tool(Chart), task_tool(SlowChart)]),
-            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
-        )
-        .unwrap()
-    });
+    let h = Harness::with_tools(ToolSet::from_tools(vec![
+        sync_tool(Chart),
+        task_tool(SlowChart),
+    ]));
     let r = h.ok(
         "tools/call",
         json!({"name": "chart", "arguments": {"points": 3}}),

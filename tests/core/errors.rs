@@ -878,18 +878,7 @@ fn a_tool_set_with_a_name_twice_is_refused() {
 #[test]
 fn catalog_methods_only_behind_the_capabilities_advertised() {
     use mcp_tasks_edge::resources::text_resource;
-    use mcp_tasks_edge::tools::ToolSet;
-    let with = |tools: ToolSet| {
-        Harness::new().with_server(move |s| {
-            mcp_tasks_edge::server::Server::new(
-                s.store().clone(),
-                crate::support::config(),
-                tools,
-                Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
-            )
-            .unwrap()
-        })
-    };
+    let with = Harness::with_tools;
     let calls = [
         ("prompts", "prompts/list", json!({})),
         ("prompts", "prompts/get", json!({"name": "x"})),

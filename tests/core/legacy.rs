@@ -169,15 +169,7 @@ fn initialize_negotiates_and_issues_a_bound_session() {
 /// resources and completion methods are then -32601.
 #[test]
 fn initialize_advertises_only_the_catalog_it_serves() {
-    let h = Harness::new().with_server(|s| {
-        mcp_tasks_edge::server::Server::new(
-            s.store().clone(),
-            crate::support::config(),
-            mcp_tasks_edge::demo::tools(0),
-            Box::new(mcp_tasks_edge::ids::SequentialIds::starting_at(1)),
-        )
-        .unwrap()
-    });
+    let h = Harness::with_tools(mcp_tasks_edge::demo::tools(0));
     let init = |h: &Harness| {
         let r = h.post_raw(
             &[("content-type", "application/json")],

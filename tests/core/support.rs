@@ -85,6 +85,20 @@ impl Harness {
         }
     }
 
+    /// A harness whose server registers only `tools`, with the test
+    /// settings.
+    pub fn with_tools(tools: mcp_tasks_edge::tools::ToolSet) -> Self {
+        Harness::new().with_server(|s| {
+            Server::new(
+                s.store().clone(),
+                config(),
+                tools,
+                Box::new(SequentialIds::starting_at(1)),
+            )
+            .unwrap()
+        })
+    }
+
     /// Rebuilds the server (to lend it outbound HTTP, settings, a clock).
     pub fn with_server(
         mut self,
