@@ -167,6 +167,11 @@ impl SortedSet {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &String> {
         self.0.keys()
     }
+
+    /// Keeps the keys for which `keep` holds.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.0.retain(|k, ()| keep(k));
+    }
 }
 
 impl Extend<String> for SortedSet {

@@ -66,7 +66,7 @@ pub struct Stream {
     owner: Owner,
     kind: Kind,
     pending: VecDeque<Vec<u8>>,
-    /// Input keys already asked on this stream.
+    /// Ids of the requests asked on this stream and still outstanding.
     sent: SortedSet,
     ends_at: Millis,
     poll_ms: u64,
@@ -176,7 +176,10 @@ impl Stream {
         self.finish(frame);
     }
 
-    /// Queues each request not asked yet on this stream.
+    /// Queues each request not asked yet on this stream. `requests` are
+    /// all the target's outstanding ones: a request asked before and no
+    /// longer among them was answered, so one asked again under its key
+    /// (a new round's, or the task's after its answer) is sent again.
     fn ask(
         &mut self,
         secret: &StateKey,
@@ -184,8 +187,13 @@ impl Stream {
         requests: &InputRequests,
         related: Option<&str>,
     ) {
-        for (key, request) in requests {
-            if !self.sent.insert(key.clone()) {
+        let ids: Vec<String> = requests
+            .keys()
+            .map(|key| input::request_id(secret, &self.owner, target, key))
+            .collect();
+        self.sent.retain(|id| ids.iter().any(|i| i == id));
+        for ((_, request), id) in requests.iter().zip(ids) {
+            if !self.sent.insert(id.clone()) {
                 continue;
             }
             let mut params = match &request.params {
@@ -202,7 +210,7 @@ impl Stream {
             }
             let frame = json!({
                 "jsonrpc": "2.0",
-                "id": input::request_id(secret, &self.owner, target, key),
+                "id": id,
                 "method": request.method,
                 "params": params,
             });

@@ -366,6 +366,46 @@ fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
     assert_eq!(v["error"]["code"], -32602);
 }
 
+/// A key asked again after its answer (a declined first step, asked anew
+/// in the next round) is sent again on the stream, with the new round's
+/// id, instead of being taken for one already asked.
+#[test]
+fn a_request_asked_again_after_its_answer_is_sent_again() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({"elicitation": {}}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "test_input_required_result_multi_round", "arguments": {}}),
+    ));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["method"], "elicitation/create");
+    let first = frames[0]["id"].as_str().unwrap().to_owned();
+    let decline = json!({"jsonrpc": "2.0", "id": first, "result": {"action": "decline"}});
+    assert_eq!(c.raw(&decline, true).status, 202);
+    h.advance(1_000);
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended);
+    let again: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["method"] == "elicitation/create")
+        .collect();
+    assert_eq!(again.len(), 1, "step 1 asked again: {frames:?}");
+    assert_eq!(again[0]["params"]["message"], "Step 1: What is your name?");
+    assert_ne!(again[0]["id"], first.as_str(), "the new round's request");
+    let accept = json!({"jsonrpc": "2.0", "id": again[0]["id"],
+        "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(c.raw(&accept, true).status, 202);
+    h.advance(1_000);
+    let (frames, _) = drain(&h, &mut stream);
+    assert!(
+        frames.iter().any(|f| f["method"] == "elicitation/create"
+            && f["params"]["message"] == "Step 2: What is your favorite color?"),
+        "{frames:?}"
+    );
+}
+
 #[test]
 fn a_synchronous_call_asks_for_input_on_its_own_stream() {
     let h = Harness::new();
