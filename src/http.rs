@@ -837,12 +837,18 @@ impl EventStream {
         };
         match next {
             Next::Send(_) => self.last_sent = Some(now),
-            Next::Wait(ms) if self.last_sent.is_some_and(|t| now - t >= KEEP_ALIVE_MS) => {
-                self.last_sent = Some(now);
-                self.owed_wait = Some(ms);
-                return Next::Send(KEEP_ALIVE.to_vec());
+            Next::Wait(ms) => {
+                // A stream that has sent nothing yet (a held call waiting
+                // for its task) counts from its first wait: it is kept
+                // alive as long as one that has.
+                let since = *self.last_sent.get_or_insert(now);
+                if now - since >= KEEP_ALIVE_MS {
+                    self.last_sent = Some(now);
+                    self.owed_wait = Some(ms);
+                    return Next::Send(KEEP_ALIVE.to_vec());
+                }
             }
-            _ => {}
+            Next::End => {}
         }
         next
     }

@@ -269,6 +269,26 @@ fn a_client_without_tasks_calls_a_task_only_tool_and_waits_for_it() {
     assert_eq!(last["result"]["isError"], true, "{last}");
 }
 
+/// A held call whose task has nothing to send for a while is kept alive
+/// from the start, as any stream is once it has sent something: proxies
+/// and HTTP clients with idle timeouts do not cut it.
+#[test]
+fn a_held_call_is_kept_alive_before_its_first_frame() {
+    let h = Harness::new();
+    let mut c = Legacy::connect_as(&h, "2025-06-18", json!({}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 600}}),
+    ));
+    let (frames, ended) = drain(&h, &mut stream);
+    assert!(!ended && frames.is_empty(), "{frames:?}");
+    h.advance(16_000);
+    let Next::Send(b) = block_on(stream.next(&h.server, h.now.get())) else {
+        panic!("no keep-alive before the first frame")
+    };
+    assert_eq!(b, mcp_tasks_edge::http::KEEP_ALIVE);
+}
+
 #[test]
 fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
     let h = Harness::new();
