@@ -257,7 +257,11 @@ impl Stream {
                     .unwrap_or_default();
                 let target = Target::Task(task_id.clone());
                 let key = server.config().state_keys.current();
-                self.ask(key, &target, &requests, Some(&task_id));
+                // The related-task `_meta` only where the client made the
+                // task: a held call's task is the server's own, and a
+                // client that keeps a task store would refuse a request
+                // naming a task it does not know.
+                self.ask(key, &target, &requests, related.then_some(task_id.as_str()));
             }
             s if s.is_terminal() => {
                 let frame = final_response(&self.id, &snapshot, related.then_some(&task_id));

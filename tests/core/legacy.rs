@@ -289,6 +289,32 @@ fn a_held_call_is_kept_alive_before_its_first_frame() {
     assert_eq!(b, mcp_tasks_edge::http::KEEP_ALIVE);
 }
 
+/// The input requests of a held call (a task tool called without
+/// `params.task`) do not name its task: the client made no task, and one
+/// that keeps a task store would refuse a request naming an unknown one.
+#[test]
+fn a_held_calls_input_requests_name_no_task() {
+    let h = Harness::new();
+    let mut c = Legacy::connect_as(&h, "2025-06-18", json!({"elicitation": {}}));
+    let mut stream = stream_of(c.send(
+        "tools/call",
+        json!({"name": "confirm_delete", "arguments": {"filename": "f"}}),
+    ));
+    h.tick();
+    h.advance(1_000);
+    let (frames, _) = drain(&h, &mut stream);
+    let asked = frames
+        .iter()
+        .find(|f| f["method"] == "elicitation/create")
+        .unwrap_or_else(|| panic!("no request: {frames:?}"));
+    assert!(
+        asked["params"]["_meta"]
+            .get("io.modelcontextprotocol/related-task")
+            .is_none(),
+        "{asked}"
+    );
+}
+
 #[test]
 fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
     let h = Harness::new();
