@@ -681,6 +681,11 @@ async fn tools_call<S: Store>(
     }
     let p: Params = params(raw, methods::TOOLS_CALL)?;
     let caps = lc.capabilities();
+    // An unknown tool is one, with params.task or without (not a tool
+    // that does not run as a task).
+    if server.tools().get(&p.name).is_none() {
+        server.tool_for(&p.name, &caps, trace)?;
+    }
     let support = server
         .tools()
         .get(&p.name)

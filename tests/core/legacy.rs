@@ -315,6 +315,21 @@ fn a_held_calls_input_requests_name_no_task() {
     );
 }
 
+/// An unknown tool is -32602 whether or not the call asks for a task (not
+/// the -32601 of a known tool that does not run as one).
+#[test]
+fn an_unknown_tool_is_unknown_with_params_task_too() {
+    let h = Harness::new();
+    let mut c = Legacy::connect(&h, json!({}));
+    let plain = body_json(&c.send("tools/call", json!({"name": "nope", "arguments": {}})));
+    let tasked = body_json(&c.send(
+        "tools/call",
+        json!({"name": "nope", "arguments": {}, "task": {}}),
+    ));
+    assert_eq!(plain["error"]["code"], -32602, "{plain}");
+    assert_eq!(tasked["error"], plain["error"], "{tasked}");
+}
+
 #[test]
 fn a_task_asks_for_input_on_the_result_stream_and_finishes() {
     let h = Harness::new();
