@@ -281,7 +281,7 @@ async fn a_response_over_the_cap_is_refused() {
 
 /// An API on 127.0.0.1 that answers every request at once with its head,
 /// then sends the body (`{"id":"job-1"}`) a byte at a time, `gap` apart.
-async fn trickling_api(gap: Duration) -> (String, tokio::task::JoinHandle<()>) {
+pub(crate) async fn trickling_api(gap: Duration) -> (String, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
@@ -386,5 +386,56 @@ async fn a_response_body_slower_than_its_timeout_times_out() {
     assert_eq!(t["status"], "working", "{t}");
     let message = t["statusMessage"].as_str().unwrap_or("");
     assert!(message.contains("timed out"), "{t}");
+    api.abort();
+}
+
+/// An API that accepts connections and never answers or reads from
+/// them: over `https`, the host's TLS handshake waits on it, and a request
+/// body larger than the host's few buffered chunks stalls its writer.
+async fn stalled_api() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("https://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    (origin, task)
+}
+
+/// A step whose request body is never taken (a TLS handshake the API never
+/// answers) times out at the exchange's timeout (the step's deadline under
+/// a 2 s lease) and is retried, instead of holding the tick in a blocking
+/// write that no call deadline reaches (the guest waits in the host, not
+/// in its own code).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_never_taken_times_out() {
+    let (origin, api) = stalled_api().await;
+    let dir = TempDir::new("outbound-stalled-body");
+    let clock = Clock::manual(T0);
+    let (engine, component) = fresh_engine();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let mut s = settings(&clock);
+    let url = format!("{origin}/api");
+    s.env = env(&[
+        ("MCP_OUTBOUND_ALLOW", origin.as_str()),
+        ("JOB_API_URL", url.as_str()),
+        ("JOB_API_KEY", "sk-wasi"),
+        ("MCP_LEASE_MS", "2000"),
+    ]);
+    let c = Client::new(Runtime::from_component(&engine, &component, store, s).unwrap());
+    // 60 KB of body: more than the host buffers before the connection
+    // takes it.
+    let input = "x".repeat(60_000);
+    let task = c.start("run_job", json!({"input": input})).await;
+    clock.advance(100);
+    let tick = tokio::time::timeout(Duration::from_secs(30), c.rt.tick(clock.now_ms())).await;
+    assert!(tick.is_ok(), "the tick is still writing the body");
+    assert_eq!(c.rt.traps(), 0);
+    let t = c.get(&task).await;
+    assert_eq!(t["status"], "working", "{t}");
+    let message = t["statusMessage"].as_str().unwrap_or("");
+    assert!(message.contains("timed out"), "{message}");
     api.abort();
 }

@@ -8,7 +8,7 @@ use wasip2::http::types::{
     ErrorCode, Fields, IncomingBody, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
 };
 use wasip2::io::poll::{Pollable, poll};
-use wasip2::io::streams::StreamError;
+use wasip2::io::streams::{OutputStream, StreamError};
 
 use crate::outbound::{
     LocalFuture, Outbound, OutboundError, OutboundRequest, OutboundResponse, url_parts,
@@ -94,11 +94,7 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
         let out = body
             .write()
             .map_err(|()| failed("no request body stream"))?;
-        // `blocking-write-and-flush` takes at most 4096 bytes a call.
-        for chunk in r.body.chunks(4096) {
-            out.blocking_write_and_flush(chunk)
-                .map_err(|_| failed("the request body could not be sent"))?;
-        }
+        write_by(&out, &r.body, deadline)?;
         drop(out);
     }
     OutgoingBody::finish(body, None).map_err(error_of)?;
@@ -127,6 +123,37 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
         headers,
         body: body?,
     })
+}
+
+/// Writes `bytes` to `out` and flushes them by `deadline` (ns, monotonic):
+/// an upstream that stops reading the body (or a connection that never
+/// opens) times the exchange out instead of holding the step in a
+/// blocking write, where no call deadline can reach it.
+fn write_by(out: &OutputStream, mut bytes: &[u8], deadline: u64) -> Result<(), OutboundError> {
+    let unsent = |_| failed("the request body could not be sent");
+    let writable = out.subscribe();
+    while !bytes.is_empty() {
+        if !ready_by(&writable, deadline) {
+            return Err(OutboundError::Timeout);
+        }
+        let room = usize::try_from(out.check_write().map_err(unsent)?).unwrap_or(usize::MAX);
+        if room == 0 {
+            continue;
+        }
+        let (now, rest) = bytes.split_at(room.min(bytes.len()));
+        out.write(now).map_err(unsent)?;
+        bytes = rest;
+    }
+    out.flush().map_err(unsent)?;
+    // A flush is done when the stream takes writes again.
+    loop {
+        if !ready_by(&writable, deadline) {
+            return Err(OutboundError::Timeout);
+        }
+        if out.check_write().map_err(unsent)? > 0 {
+            return Ok(());
+        }
+    }
 }
 
 /// Waits until `pollable` is ready or the monotonic clock reaches
