@@ -169,6 +169,7 @@ impl SortedSet {
     }
 
     /// Keeps the keys for which `keep` holds.
+    #[cfg(feature = "legacy")]
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         self.0.retain(|k, ()| keep(k));
     }
