@@ -90,8 +90,9 @@ pub struct Limits {
     /// holds neither the connection nor an instance past it.
     pub body_read_timeout: Duration,
     /// How long [`Running::stop`] waits for the connections' requests in
-    /// progress to be answered before it returns (and a process exiting
-    /// then cuts what is left, such as a listen stream).
+    /// progress to be answered, and a tick in progress to end, before it
+    /// returns (and a process exiting then cuts what is left, such as a
+    /// listen stream or a step, which runs again once its lease runs out).
     pub shutdown_grace: Duration,
 }
 
@@ -176,20 +177,25 @@ impl Running {
         format!("http://{}/mcp", self.addr)
     }
 
-    /// Stops accepting connections and ticking, and waits for both loops;
-    /// then asks every connection to close once its request in progress
-    /// is answered (an idle one closes at once), and waits for them up to
-    /// [`Limits::shutdown_grace`]. Returns how many were still open then.
+    /// Stops accepting connections and ticking, and asks every connection
+    /// to close once its request in progress is answered (an idle one
+    /// closes at once); waits for the loops and the connections up to
+    /// [`Limits::shutdown_grace`] in all. A tick still stepping then is
+    /// dropped: what it committed is stored, and a step in progress runs
+    /// again once its lease runs out. Returns how many connections were
+    /// still open at the end.
     pub async fn stop(mut self) -> usize {
         let _ = self.stop.send(true);
+        let deadline = tokio::time::Instant::now() + self.limits.shutdown_grace;
         for t in self.tasks.drain(..) {
-            let _ = t.await;
+            let abort = t.abort_handle();
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
+                abort.abort();
+            }
         }
         let all = self.limits.max_connections;
         let n = u32::try_from(all).unwrap_or(u32::MAX);
-        let drained =
-            tokio::time::timeout(self.limits.shutdown_grace, self.connections.acquire_many(n))
-                .await;
+        let drained = tokio::time::timeout_at(deadline, self.connections.acquire_many(n)).await;
         match drained {
             Ok(_) => 0,
             Err(_) => all.saturating_sub(self.connections.available_permits()),

@@ -138,3 +138,54 @@ async fn a_second_sigterm_exits_at_once() {
     assert_eq!(status.code(), Some(130), "{status}: {stderr}");
     assert!(stderr.contains("a second signal"), "{stderr}");
 }
+
+/// `SIGTERM` while a tick is in a long step (a job API sending its answer
+/// a byte a second): the host exits within its grace period, not when the
+/// step is done; the step runs again once its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_long_step_exits_within_the_grace_period() {
+    let (origin, api) = crate::outbound::trickling_api(Duration::from_secs(1)).await;
+    let dir = TempDir::new("shutdown-step");
+    let url = format!("{origin}/api");
+    let mut host = HostProcess::spawn(
+        dir.path(),
+        &["--shutdown-grace-ms", "1000", "--env", "JOB_API_URL"],
+        &[
+            ("MCP_AUTH", "insecure-local"),
+            (
+                "MCP_STATE_SECRET",
+                "shutdown-test-state-secret-of-32-bytes!",
+            ),
+            ("MCP_TOOLS", "demo"),
+            ("MCP_OUTBOUND_ALLOW", origin.as_str()),
+            ("JOB_API_URL", url.as_str()),
+            // A step may take up to about 48 s: the answer's 14 s fit.
+            ("MCP_LEASE_MS", "60000"),
+        ],
+        &[],
+    );
+    host.listening().await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_job","arguments":{"input":"a.csv"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"elicitation":{"form":{}}}}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: run_job\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{call}",
+        call.len()
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", host.port)).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let answer = read_to_close(&mut s).await;
+    assert!(answer.contains(r#""resultType":"task""#), "{answer}");
+    // The ticker takes the task up and waits on the answer's body (its
+    // request times out at 10 s).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let killed = Command::new("kill")
+        .args(["-TERM", &host.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let Some(status) = host.exit_within(Duration::from_secs(5)).await else {
+        panic!("the host waited for the step past its grace period");
+    };
+    let stderr = host.stderr();
+    assert!(status.success(), "{status}: {stderr}");
+    api.abort();
+}
