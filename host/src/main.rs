@@ -181,9 +181,19 @@ fn parse_args() -> Result<Args> {
 
 fn main() -> Result<()> {
     let args = parse_args()?;
-    let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("MCP_") || args.pass_env.contains(k))
-        .collect();
+    // `vars_os`: `vars` panics on any variable that is not UTF-8, even one
+    // this host never reads. One it passes on must be UTF-8.
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        if !(k.starts_with("MCP_") || args.pass_env.iter().any(|p| p == k)) {
+            continue;
+        }
+        match v.into_string() {
+            Ok(v) => env.push((k.to_owned(), v)),
+            Err(_) => bail!("{k} is not valid UTF-8"),
+        }
+    }
     if env
         .iter()
         .any(|(k, v)| k == "MCP_AUTH" && v.trim() == "insecure-local")

@@ -188,3 +188,41 @@ async fn the_server_is_named_by_its_settings() {
     );
     assert_eq!(discover(&rt).await.status, 503);
 }
+
+/// A variable in the host's environment that is not UTF-8 and not one it
+/// reads (any process may inherit one) does not stop it from starting; one
+/// it passes on to the component is refused at start, by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variable_that_is_not_utf8_stops_the_host_only_if_it_reads_it() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new("config-not-utf8");
+    let spawn = |name: &str| {
+        let port = crate::support::free_port();
+        let child = std::process::Command::new(crate::support::host_binary())
+            .args(["--port", &port.to_string(), "--data"])
+            .arg(dir.path())
+            .envs([
+                ("MCP_AUTH", "insecure-local"),
+                ("MCP_STATE_SECRET", "wasi-tests-state-secret-of-32-bytes"),
+            ])
+            .env(name, std::ffi::OsStr::from_bytes(b"caf\xe9"))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        HostProcess { child, port }
+    };
+    let mut host = spawn("UNRELATED_LATIN1");
+    host.listening().await;
+    let mut host = spawn("MCP_SERVER_NAME");
+    let Some(status) = host.exit_within(std::time::Duration::from_secs(30)).await else {
+        panic!("the host started with a setting it cannot read");
+    };
+    let stderr = host.stderr();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MCP_SERVER_NAME is not valid UTF-8") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
