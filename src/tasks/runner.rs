@@ -125,6 +125,7 @@ impl TickReport {
         self.skipped += other.skipped;
         self.fenced += other.fenced;
         self.errors += other.errors;
+        self.held_back += other.held_back;
         self.next_due = match (self.next_due, other.next_due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -221,6 +221,11 @@ fn a_bounded_outbound_client_holds_tasks_back_instead_of_failing_their_steps() {
     let report = h.tick();
     // Each first step submits once: four fit, two are held back.
     assert_eq!((report.stepped, report.held_back), (4, 2), "{report}");
+    // The slices of one round (the local host's) add up what each held back.
+    let mut round = mcp_tasks_edge::tasks::runner::TickReport::default();
+    round.absorb(&report);
+    round.absorb(&report);
+    assert_eq!(round.held_back, 4, "{round}");
     assert_eq!(keys(&fake, "POST").len(), 4);
     let messages: Vec<String> = tasks
         .iter()
