@@ -155,6 +155,10 @@ fn parse_args() -> Result<Args> {
                 args.limits.body_read_timeout =
                     millis("--body-timeout-ms", &value("--body-timeout-ms")?)?
             }
+            "--write-timeout-ms" => {
+                args.limits.write_timeout =
+                    millis("--write-timeout-ms", &value("--write-timeout-ms")?)?
+            }
             "--shutdown-grace-ms" => {
                 let text = value("--shutdown-grace-ms")?;
                 args.limits.shutdown_grace = match text.as_str() {
@@ -168,7 +172,7 @@ fn parse_args() -> Result<Args> {
                      [--instances pooled|fresh] [--no-tick] [--constant] [--sync full|normal] \
                      [--http exchange|wasi] [--env NAME]... [--max-connections N (512)] \
                      [--max-instances N (128)] [--header-timeout-ms MS (10000)] \
-                     [--body-timeout-ms MS (30000)] [--shutdown-grace-ms MS (10000)] \
+                     [--body-timeout-ms MS (30000)] [--write-timeout-ms MS (30000)] [--shutdown-grace-ms MS (10000)] \
                      [--tick-slices N (8)] [--threads N (CPUs; 0: one shared runtime)]"
                 );
                 std::process::exit(0);

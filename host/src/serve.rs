@@ -89,6 +89,11 @@ pub struct Limits {
     /// client trickling its body is answered 408 (a JSON-RPC error) and
     /// holds neither the connection nor an instance past it.
     pub body_read_timeout: Duration,
+    /// How long a write to a client may wait for it to take bytes: a client
+    /// that stops reading (a stream, a large answer) has its connection
+    /// closed then, which frees the connection's slot and ends whatever
+    /// the answer held (an instance, a listen stream).
+    pub write_timeout: Duration,
     /// How long [`Running::stop`] waits for the connections' requests in
     /// progress to be answered, and a tick in progress to end, before it
     /// returns (and a process exiting then cuts what is left, such as a
@@ -102,6 +107,7 @@ impl Default for Limits {
             max_connections: 512,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -416,7 +422,10 @@ async fn connection(
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(
+            TokioIo::new(WriteDeadline::new(stream, limits.write_timeout)),
+            service,
+        );
     let mut conn = std::pin::pin!(conn);
     let served = tokio::select! {
         done = conn.as_mut() => done,
@@ -431,6 +440,102 @@ async fn connection(
         && !e.is_incomplete_message()
     {
         eprintln!("host: connection error: {e}");
+    }
+}
+
+/// A connection whose writes fail once one has waited `timeout` for the
+/// peer to take a byte (see [`Limits::write_timeout`]); any progress
+/// starts the wait again.
+struct WriteDeadline<S> {
+    inner: S,
+    timeout: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, timeout: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// A write that is pending: an error once it has waited `timeout`.
+    fn stall<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        let timeout = self.timeout;
+        let wait = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match wait.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client took no bytes within the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progressed<T>(&mut self, done: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        match done {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Pending => this.stall(cx),
+            done => this.progressed(done),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => this.stall(cx),
+            done => this.progressed(done),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_flush(cx) {
+            Poll::Pending => this.stall(cx),
+            done => this.progressed(done),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -539,3 +539,60 @@ async fn a_body_still_arriving_outlasts_the_call_deadline() {
     assert!(resp.contains("\"result\""), "{resp}");
     running.stop().await;
 }
+
+/// A client that stops reading (here: asks for many answers on one
+/// connection and reads none) has its connection closed once a write has
+/// waited the write timeout, which frees the connection's slot; it held
+/// the slot for as long as the client stayed connected before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cut_at_the_write_timeout() {
+    let dir = TempDir::new("exposure-unread");
+    let limits = Limits {
+        max_connections: 1,
+        write_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let (_rt, running) = host(&dir, &[], limits, 2).await;
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let one = mcp_request("127.0.0.1", "tools/list", "", list);
+    // Megabytes of answers, and a receive buffer that takes a few of them.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(running.addr).await.unwrap();
+    let (_unread, mut writer) = stream.into_split();
+    let requests = one.repeat(2_000);
+    let sending = tokio::spawn(async move {
+        let _ = writer.write_all(requests.as_bytes()).await;
+        writer
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let discover = r#"{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let head = mcp_request(
+        "127.0.0.1",
+        "server/discover",
+        "connection: close\r\n",
+        discover,
+    );
+    let (resp, _) = answer_to_head(running.addr, &head).await;
+    assert_eq!(
+        status_of(&resp),
+        503,
+        "the reader holds the one slot: {resp}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = 0;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (resp, _) = answer_to_head(running.addr, &head).await;
+        status = status_of(&resp);
+        if status == 200 {
+            break;
+        }
+    }
+    assert_eq!(
+        status, 200,
+        "the connection that stopped reading still holds its slot"
+    );
+    sending.abort();
+    running.stop().await;
+}
