@@ -186,6 +186,11 @@ pub fn component_path() -> std::path::PathBuf {
 /// The guest's memory cap.
 pub const MEMORY_LIMIT: usize = 128 * 1024 * 1024;
 
+/// The most linear memory a pooled instance keeps, by default: about six
+/// times the 1.4 MiB the component grows to serving ordinary requests and
+/// ticks (the wasi suite's `limits` test prints it).
+pub const POOL_MEMORY_MAX: usize = 8 * 1024 * 1024;
+
 /// How often the engine's epoch advances.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -272,6 +277,11 @@ pub struct Settings {
     /// The guest's environment (`MCP_*` settings).
     pub env: Vec<(String, String)>,
     pub memory_limit: usize,
+    /// An instance whose linear memory grew past this (a call that read a
+    /// large body or task) is dropped when released instead of pooled:
+    /// linear memory never shrinks, and the pool would keep it at its
+    /// peak for the life of the process.
+    pub pool_memory_max: usize,
     /// Guest run time allowed without progress, per call.
     pub call_deadline: Duration,
     pub clock: Clock,
@@ -317,6 +327,7 @@ impl Settings {
         Settings {
             env,
             memory_limit: MEMORY_LIMIT,
+            pool_memory_max: POOL_MEMORY_MAX,
             call_deadline: CALL_DEADLINE,
             clock: Clock::System,
             strategy: Strategy::Pooled(64),
@@ -349,6 +360,8 @@ pub struct LimitStats {
 pub struct MemoryCap {
     pub max_bytes: usize,
     pub stats: Arc<LimitStats>,
+    /// The linear memory granted to this instance so far (bytes).
+    pub granted: usize,
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -363,6 +376,7 @@ impl ResourceLimiter for MemoryCap {
             return Ok(false);
         }
         self.stats.peak_memory.fetch_max(desired, Ordering::SeqCst);
+        self.granted = self.granted.max(desired);
         Ok(true)
     }
 
@@ -768,6 +782,7 @@ impl Runtime {
             limits: MemoryCap {
                 max_bytes: self.settings.memory_limit,
                 stats: self.stats.clone(),
+                granted: 0,
             },
             progress,
             progress_seen: 0,
@@ -903,7 +918,10 @@ impl Runtime {
     /// Returns an instance after a call that did not trap.
     pub fn release(&self, mut instance: Instance) {
         instance.permit = None;
-        if let Strategy::Pooled(_) = self.settings.strategy {
+        let large = instance.store.data().limits.granted > self.settings.pool_memory_max;
+        if let Strategy::Pooled(_) = self.settings.strategy
+            && !large
+        {
             self.pool.put(instance);
         }
     }

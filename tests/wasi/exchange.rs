@@ -438,3 +438,47 @@ async fn the_host_does_not_start_with_a_component_of_another_world() {
         "nothing listens on its port"
     );
 }
+
+/// An instance whose memory grew past the pool's bound (a call that read a
+/// large body) is dropped when released, not pooled at its peak: the next
+/// request instantiates anew. Ordinary requests keep reusing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_grown_past_the_pool_bound_is_not_pooled() {
+    let dir = TempDir::new("exchange-pool-memory");
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(caps())}});
+    let small = serde_json::to_vec(&discover).unwrap();
+    // The same request padded to 900 KB of JSON whitespace.
+    let mut large = small.clone();
+    large.resize(900_000, b' ');
+    let headers = standard_headers(&discover);
+    let send = |rt: Arc<Runtime>, body: Vec<u8>| {
+        let headers = headers.clone();
+        async move {
+            let answer = raw(&rt, "POST", "/mcp", &headers, body).await;
+            assert_eq!(answer.status, 200);
+        }
+    };
+    // What ordinary requests grow an instance to.
+    let rt = runtime(dir.path(), settings(&Clock::manual(T0)));
+    send(rt.clone(), small.clone()).await;
+    send(rt.clone(), small.clone()).await;
+    assert_eq!(rt.instantiations(), 1);
+    let ordinary = rt
+        .limit_stats()
+        .peak_memory
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let mut s = settings(&Clock::manual(T0));
+    s.pool_memory_max = ordinary + 256 * 1024;
+    let rt = runtime(dir.path(), s);
+    send(rt.clone(), small.clone()).await;
+    send(rt.clone(), small.clone()).await;
+    assert_eq!(rt.instantiations(), 1, "an ordinary instance is pooled");
+    send(rt.clone(), large).await;
+    assert_eq!(rt.instantiations(), 1);
+    send(rt.clone(), small).await;
+    assert_eq!(
+        rt.instantiations(),
+        2,
+        "the grown instance was dropped, not pooled"
+    );
+}

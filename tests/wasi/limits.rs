@@ -166,6 +166,7 @@ async fn a_runaway_component_is_stopped_by_the_same_limits() {
         MemoryCap {
             max_bytes: MEMORY_LIMIT,
             stats: stats.clone(),
+            granted: 0,
         },
     );
     store.limiter(|cap| cap);
