@@ -408,7 +408,12 @@ async fn stalled_api() -> (String, tokio::task::JoinHandle<()>) {
 /// answers) times out at the exchange's timeout (the step's deadline under
 /// a 2 s lease) and is retried, instead of holding the tick in a blocking
 /// write that no call deadline reaches (the guest waits in the host, not
-/// in its own code).
+/// in its own code). The body was written in 4 KiB blocking writes, and the
+/// host's body channel holds two: the third never returned. It is now
+/// written as the stream has room (the host takes up to 1 MiB a write),
+/// by the exchange's deadline; a body past what the host buffers (2 MiB)
+/// would meet that deadline in the writing, which no step here can send
+/// (a tool's argument strings are at most 64 KiB).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_body_never_taken_times_out() {
     let (origin, api) = stalled_api().await;
@@ -425,8 +430,7 @@ async fn a_request_body_never_taken_times_out() {
         ("MCP_LEASE_MS", "2000"),
     ]);
     let c = Client::new(Runtime::from_component(&engine, &component, store, s).unwrap());
-    // 60 KB of body: more than the host buffers before the connection
-    // takes it.
+    // 60 KB of body: fifteen of the 4 KiB writes.
     let input = "x".repeat(60_000);
     let task = c.start("run_job", json!({"input": input})).await;
     clock.advance(100);

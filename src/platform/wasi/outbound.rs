@@ -97,13 +97,16 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
         write_by(&out, &r.body, deadline)?;
         drop(out);
     }
-    OutgoingBody::finish(body, None).map_err(error_of)?;
+    // A body cut short (the upstream answered early, or the exchange
+    // failed) is reported by the response or its error, not as the body's.
+    let finished = OutgoingBody::finish(body, None);
     if !ready_by(&pending.subscribe(), deadline) {
         return Err(OutboundError::Timeout);
     }
-    let response = match pending.get() {
-        Some(Ok(Ok(response))) => response,
-        Some(Ok(Err(e))) => return Err(error_of(e)),
+    let response = match (pending.get(), finished) {
+        (Some(Ok(Ok(response))), _) => response,
+        (Some(Ok(Err(e))), _) => return Err(error_of(e)),
+        (_, Err(e)) => return Err(error_of(e)),
         _ => return Err(failed("no response")),
     };
     let status = response.status();
@@ -128,30 +131,54 @@ fn send(r: OutboundRequest, max_body: usize) -> Result<OutboundResponse, Outboun
 /// Writes `bytes` to `out` and flushes them by `deadline` (ns, monotonic):
 /// an upstream that stops reading the body (or a connection that never
 /// opens) times the exchange out instead of holding the step in a
-/// blocking write, where no call deadline can reach it.
+/// blocking write, where no call deadline can reach it. A stream closed
+/// before the body is all written ends the writing; the exchange's
+/// response or error then says why.
 fn write_by(out: &OutputStream, mut bytes: &[u8], deadline: u64) -> Result<(), OutboundError> {
-    let unsent = |_| failed("the request body could not be sent");
+    // Readiness without room, again and again, is a stream that will not
+    // take the body (a host may wake a writer early; this one does not).
+    const EMPTY_WAKES: u32 = 1_000;
+    let mut empty = 0;
     let writable = out.subscribe();
+    let room = |out: &OutputStream| match out.check_write() {
+        Ok(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        Err(StreamError::Closed) => Ok(None),
+        Err(_) => Err(failed("the request body could not be sent")),
+    };
     while !bytes.is_empty() {
         if !ready_by(&writable, deadline) {
             return Err(OutboundError::Timeout);
         }
-        let room = usize::try_from(out.check_write().map_err(unsent)?).unwrap_or(usize::MAX);
-        if room == 0 {
+        let Some(n) = room(out)? else { return Ok(()) };
+        if n == 0 {
+            empty += 1;
+            if empty > EMPTY_WAKES {
+                return Err(failed("the request body could not be sent"));
+            }
             continue;
         }
-        let (now, rest) = bytes.split_at(room.min(bytes.len()));
-        out.write(now).map_err(unsent)?;
+        let (now, rest) = bytes.split_at(n.min(bytes.len()));
+        match out.write(now) {
+            Ok(()) => {}
+            Err(StreamError::Closed) => return Ok(()),
+            Err(_) => return Err(failed("the request body could not be sent")),
+        }
         bytes = rest;
     }
-    out.flush().map_err(unsent)?;
+    match out.flush() {
+        Ok(()) => {}
+        Err(StreamError::Closed) => return Ok(()),
+        Err(_) => return Err(failed("the request body could not be sent")),
+    }
     // A flush is done when the stream takes writes again.
     loop {
         if !ready_by(&writable, deadline) {
             return Err(OutboundError::Timeout);
         }
-        if out.check_write().map_err(unsent)? > 0 {
-            return Ok(());
+        match room(out)? {
+            None => return Ok(()),
+            Some(0) => {}
+            Some(_) => return Ok(()),
         }
     }
 }
