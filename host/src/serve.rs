@@ -192,16 +192,23 @@ impl Running {
     /// still open at the end.
     pub async fn stop(mut self) -> usize {
         let _ = self.stop.send(true);
-        let deadline = tokio::time::Instant::now() + self.limits.shutdown_grace;
-        for t in self.tasks.drain(..) {
-            let abort = t.abort_handle();
-            if tokio::time::timeout_at(deadline, t).await.is_err() {
-                abort.abort();
+        // No deadline for a grace too long to add (a caller's `Duration::MAX`).
+        let deadline = tokio::time::Instant::now().checked_add(self.limits.shutdown_grace);
+        let by = |deadline: Option<tokio::time::Instant>| {
+            deadline
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365))
+        };
+        for mut t in self.tasks.drain(..) {
+            if tokio::time::timeout_at(by(deadline), &mut t).await.is_err() {
+                // Dropped at its next await: waited for briefly, so that a
+                // caller's store outlives it.
+                t.abort();
+                let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
             }
         }
         let all = self.limits.max_connections;
         let n = u32::try_from(all).unwrap_or(u32::MAX);
-        let drained = tokio::time::timeout_at(deadline, self.connections.acquire_many(n)).await;
+        let drained = tokio::time::timeout_at(by(deadline), self.connections.acquire_many(n)).await;
         match drained {
             Ok(_) => 0,
             Err(_) => all.saturating_sub(self.connections.available_permits()),
