@@ -51,7 +51,9 @@
 //! requests, with the related-task `_meta`; the client's response, POSTed
 //! to any replica, becomes the task's `tasks/update` ([`input`]). A
 //! `tools/call` of a task tool without `params.task`, or of a tool that
-//! asks for input in rounds, is answered the same way on its own stream.
+//! asks for input in rounds, is answered the same way on its own stream,
+//! its requests without the related-task `_meta` (the client made no
+//! task).
 //! See [`stream`] for the bound on a held-open response.
 
 pub mod input;

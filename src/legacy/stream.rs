@@ -1,8 +1,10 @@
 //! A 2025-11-25 response held open as SSE: `tasks/result` for a task that
 //! has not finished, or a `tools/call` answered synchronously while input
 //! is asked of the client. The stream polls the store, sends each pending
-//! input request once (with the task's related-task `_meta`), and ends with
-//! the response to the client's request.
+//! input request once while it is outstanding (with the related-task
+//! `_meta` of a task the client made; a request asked again after its
+//! answer is sent again), and ends with the response to the client's
+//! request.
 //!
 //! A stream is bounded: by the configured maximum (`MCP_LISTEN_MAX_MS`) or
 //! by what the adapter allows one request (a Worker's subrequests). When
