@@ -63,16 +63,22 @@ fn listed<T: serde::Serialize>(key: &str, (items, next): (Vec<T>, Option<String>
 /// these, and [`offers`] serves exactly their methods.
 pub(crate) fn capabilities(tools: &ToolSet) -> Map<String, Value> {
     let mut caps = Map::new();
-    if tools.prompts().next().is_some() {
-        caps.insert("prompts".into(), json!({}));
-    }
-    if tools.resources().next().is_some() || tools.templates().next().is_some() {
-        caps.insert("resources".into(), json!({}));
-    }
-    if tools.has_completions() {
-        caps.insert("completions".into(), json!({}));
+    for capability in ["prompts", "resources", "completions"] {
+        if offered(tools, capability) {
+            caps.insert(capability.into(), json!({}));
+        }
     }
     caps
+}
+
+/// Whether `tools` give the catalog capability named `capability`.
+fn offered(tools: &ToolSet, capability: &str) -> bool {
+    match capability {
+        "prompts" => tools.prompts().next().is_some(),
+        "resources" => tools.resources().next().is_some() || tools.templates().next().is_some(),
+        "completions" => tools.has_completions(),
+        _ => false,
+    }
 }
 
 /// Whether `method`, a catalog method (prompts, resources, completion), is
@@ -86,7 +92,7 @@ pub(crate) fn offers(tools: &ToolSet, method: &str) -> bool {
         m::COMPLETION_COMPLETE => "completions",
         _ => return true,
     };
-    capabilities(tools).contains_key(capability)
+    offered(tools, capability)
 }
 
 #[derive(Deserialize)]
