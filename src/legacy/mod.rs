@@ -683,15 +683,13 @@ async fn tools_call<S: Store>(
     }
     let p: Params = params(raw, methods::TOOLS_CALL)?;
     let caps = lc.capabilities();
+    let known = server.tools().get(&p.name);
     // An unknown tool is one, with params.task or without (not a tool
     // that does not run as a task).
-    if server.tools().get(&p.name).is_none() {
+    if known.is_none() {
         server.tool_for(&p.name, &caps, trace)?;
     }
-    let support = server
-        .tools()
-        .get(&p.name)
-        .map_or(TaskSupport::Never, |t| t.requirements().tasks);
+    let support = known.map_or(TaskSupport::Never, |t| t.requirements().tasks);
     let tasks_known = lc.version >= TASKS_SINCE;
     let as_task = p.task.is_some() && support != TaskSupport::Never && tasks_known;
     // A version without tasks knows no task support: its call of a
