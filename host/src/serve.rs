@@ -192,14 +192,15 @@ impl Running {
     /// still open at the end.
     pub async fn stop(mut self) -> usize {
         let _ = self.stop.send(true);
-        // No deadline for a grace too long to add (a caller's `Duration::MAX`).
-        let deadline = tokio::time::Instant::now().checked_add(self.limits.shutdown_grace);
-        let by = |deadline: Option<tokio::time::Instant>| {
-            deadline
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400 * 365))
-        };
+        // A grace too long to add to the clock (a caller's `Duration::MAX`)
+        // waits a year.
+        let grace = self
+            .limits
+            .shutdown_grace
+            .min(Duration::from_secs(86_400 * 365));
+        let deadline = tokio::time::Instant::now() + grace;
         for mut t in self.tasks.drain(..) {
-            if tokio::time::timeout_at(by(deadline), &mut t).await.is_err() {
+            if tokio::time::timeout_at(deadline, &mut t).await.is_err() {
                 // Dropped at its next await: waited for briefly, so that a
                 // caller's store outlives it.
                 t.abort();
@@ -208,7 +209,7 @@ impl Running {
         }
         let all = self.limits.max_connections;
         let n = u32::try_from(all).unwrap_or(u32::MAX);
-        let drained = tokio::time::timeout_at(by(deadline), self.connections.acquire_many(n)).await;
+        let drained = tokio::time::timeout_at(deadline, self.connections.acquire_many(n)).await;
         match drained {
             Ok(_) => 0,
             Err(_) => all.saturating_sub(self.connections.available_permits()),
